@@ -1,0 +1,343 @@
+"""Hardware resource model: cores, pipes (units), memory spaces, sync budget and costs.
+
+Read from hand-written TOML (see ``docs/formats.md``). Presets ship as package
+data and load by name; any other argument is taken as a path.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from importlib import resources
+from pathlib import Path as FsPath
+from typing import Any
+
+import attrs
+
+from staticsched._fields import (
+    Problems,
+    check_keys,
+    get_int,
+    get_list,
+    get_mapping,
+    get_number,
+    get_str,
+)
+from staticsched.errors import HardwareError, InputError
+
+DTYPE_BYTES = {"float16": 2, "float32": 4, "int8": 1, "int32": 4, "bfloat16": 2}
+
+
+@attrs.frozen
+class Unit:
+    """One pipe of a core: executes its own instruction stream in order."""
+
+    name: str
+    description: str = ""
+
+
+@attrs.frozen
+class Space:
+    """A memory space. ``capacity == 0`` means unbounded (off-chip GM)."""
+
+    name: str
+    capacity: int
+    alignment: int = 1
+
+    @property
+    def bounded(self) -> bool:
+        return self.capacity > 0
+
+
+@attrs.frozen
+class SyncModel:
+    """Flag budget and latency.
+
+    ``event_ids`` is the usable number of ids per (core, src pipe, dst pipe);
+    ``flag_latency`` the cycles from a SET firing to the flag being visible.
+    """
+
+    event_ids: int = 8
+    flag_latency: int = 0
+    cross_core_event_ids: int = 16
+    cross_core_latency: int = 0
+
+
+@attrs.frozen
+class TransferPath:
+    """A data move ``src -> dst`` executed by ``unit``: ``overhead + ceil(bytes / bytes_per_cycle)``."""
+
+    unit: str
+    src: str
+    dst: str
+    bytes_per_cycle: float
+    overhead: int = 0
+
+    def cycles(self, nbytes: int) -> int:
+        return self.overhead + max(1, math.ceil(nbytes / self.bytes_per_cycle))
+
+
+@attrs.frozen
+class CubeModel:
+    """Matrix unit: ``overhead + ceil(M'N'K' / macs_per_cycle[dtype])`` with dims padded to ``fractal``."""
+
+    unit: str
+    fractal: tuple[int, int, int] = attrs.field(converter=tuple, default=(16, 16, 16))
+    macs_per_cycle: tuple[tuple[str, int], ...] = attrs.field(
+        converter=lambda d: tuple(sorted(dict(d).items())), default=(("float16", 4096),)
+    )
+    overhead: int = 0
+
+    def cycles(self, m: int, n: int, k: int, dtype: str = "float16") -> int:
+        rate = dict(self.macs_per_cycle).get(dtype)
+        if rate is None:
+            raise InputError(f"cube: no macs_per_cycle for dtype '{dtype}'")
+        fm, fn, fk = self.fractal
+        macs = _pad(m, fm) * _pad(n, fn) * _pad(k, fk)
+        return self.overhead + max(1, math.ceil(macs / rate))
+
+
+@attrs.frozen
+class VectorModel:
+    """Vector unit: ``overhead + ceil(bytes * passes[op] / bytes_per_cycle)``."""
+
+    unit: str
+    bytes_per_cycle: float
+    overhead: int = 0
+    passes: tuple[tuple[str, float], ...] = attrs.field(
+        converter=lambda d: tuple(sorted(dict(d).items())), default=()
+    )
+
+    def cycles(self, op: str, nbytes: int) -> int:
+        p = dict(self.passes).get(op, 1.0)
+        return self.overhead + max(1, math.ceil(nbytes * p / self.bytes_per_cycle))
+
+
+def _pad(x: int, q: int) -> int:
+    return -(-x // q) * q
+
+
+@attrs.frozen
+class Hardware:
+    """The hardware resource model every other part reads."""
+
+    name: str
+    cores: int
+    units: tuple[Unit, ...] = attrs.field(converter=tuple)
+    spaces: tuple[Space, ...] = attrs.field(converter=tuple)
+    sync: SyncModel = SyncModel()
+    paths: tuple[TransferPath, ...] = attrs.field(converter=tuple, default=())
+    cube: CubeModel | None = None
+    vector: VectorModel | None = None
+    clock_ghz: float = 1.0
+    description: str = ""
+    source: str = ""
+
+    @property
+    def unit_names(self) -> tuple[str, ...]:
+        return tuple(u.name for u in self.units)
+
+    @property
+    def space_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.spaces)
+
+    def space(self, name: str) -> Space:
+        for s in self.spaces:
+            if s.name == name:
+                return s
+        raise InputError(f"hardware '{self.name}': no memory space '{name}'")
+
+    def has_space(self, name: str) -> bool:
+        return any(s.name == name for s in self.spaces)
+
+    def path(self, src: str, dst: str) -> TransferPath:
+        for p in self.paths:
+            if p.src == src and p.dst == dst:
+                return p
+        raise InputError(f"hardware '{self.name}': no transfer path {src}->{dst} in [[paths]]")
+
+    def has_path(self, src: str, dst: str) -> bool:
+        return any(p.src == src and p.dst == dst for p in self.paths)
+
+    def cycles_to_us(self, cycles: int) -> float:
+        return cycles / (self.clock_ghz * 1000.0)
+
+
+# --------------------------------------------------------------------------- loading
+
+_TOP_KEYS = {
+    "name", "cores", "clock_ghz", "description", "units", "spaces", "sync", "paths",
+    "cube", "vector",
+}
+
+
+def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardware:
+    """Build a :class:`Hardware` from decoded TOML, reporting every problem at once.
+
+    Raises
+    ------
+    HardwareError
+        One line per problem, each naming the file and the key.
+    """
+    pr = Problems()
+    if not isinstance(data, dict):
+        raise HardwareError(f"{where}: top level must be a table")
+    check_keys(data, _TOP_KEYS, where, pr)
+    name = get_str(data, "name", where, pr)
+    cores = get_int(data, "cores", where, pr, minimum=1, maximum=4096)
+    clock = get_number(data, "clock_ghz", where, pr, default=1.0, positive=True)
+    description = get_str(data, "description", where, pr, default="")
+
+    units = []
+    for uname, body in sorted(get_mapping(data, "units", where, pr, required=True).items()):
+        w = f"{where}: units.{uname}"
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be a table")
+            continue
+        check_keys(body, {"description"}, w, pr)
+        units.append(Unit(uname, get_str(body, "description", w, pr, default="")))
+    if not units and "units" in data:
+        pr.add(f"{where}: 'units' declares no pipe")
+    unit_set = {u.name for u in units}
+
+    spaces = []
+    for sname, body in sorted(get_mapping(data, "spaces", where, pr, required=True).items()):
+        w = f"{where}: spaces.{sname}"
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be a table")
+            continue
+        check_keys(body, {"capacity", "alignment", "description"}, w, pr)
+        cap = get_int(body, "capacity", w, pr, minimum=0)
+        align = get_int(body, "alignment", w, pr, default=1, minimum=1)
+        spaces.append(Space(sname, cap, align))
+    space_set = {s.name for s in spaces}
+
+    sync_d = get_mapping(data, "sync", where, pr)
+    w = f"{where}: sync"
+    check_keys(
+        sync_d, {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency"}, w, pr
+    )
+    flag_latency = get_int(sync_d, "flag_latency", w, pr, default=0, minimum=0)
+    sync = SyncModel(
+        event_ids=get_int(sync_d, "event_ids", w, pr, default=8, minimum=0, maximum=64),
+        flag_latency=flag_latency,
+        cross_core_event_ids=get_int(
+            sync_d, "cross_core_event_ids", w, pr, default=16, minimum=0, maximum=1024
+        ),
+        cross_core_latency=get_int(
+            sync_d, "cross_core_latency", w, pr, default=flag_latency, minimum=0
+        ),
+    )
+
+    paths = []
+    seen_paths: set[tuple[str, str]] = set()
+    for i, body in enumerate(get_list(data, "paths", where, pr, default=[])):
+        w = f"{where}: paths[{i}]"
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be a table")
+            continue
+        check_keys(body, {"unit", "src", "dst", "bytes_per_cycle", "overhead", "description"}, w, pr)
+        p = TransferPath(
+            unit=get_str(body, "unit", w, pr),
+            src=get_str(body, "src", w, pr),
+            dst=get_str(body, "dst", w, pr),
+            bytes_per_cycle=get_number(body, "bytes_per_cycle", w, pr, positive=True),
+            overhead=get_int(body, "overhead", w, pr, default=0, minimum=0),
+        )
+        if p.unit and unit_set and p.unit not in unit_set:
+            pr.add(f"{w}: unknown unit '{p.unit}' (units: {', '.join(sorted(unit_set))})")
+        for end in (p.src, p.dst):
+            if end and space_set and end not in space_set:
+                pr.add(f"{w}: unknown space '{end}' (spaces: {', '.join(sorted(space_set))})")
+        if (p.src, p.dst) in seen_paths:
+            pr.add(f"{w}: duplicate path {p.src}->{p.dst}")
+        seen_paths.add((p.src, p.dst))
+        paths.append(p)
+
+    cube = None
+    if "cube" in data:
+        cd = get_mapping(data, "cube", where, pr)
+        w = f"{where}: cube"
+        check_keys(cd, {"unit", "fractal", "macs_per_cycle", "overhead"}, w, pr)
+        unit = get_str(cd, "unit", w, pr)
+        if unit and unit_set and unit not in unit_set:
+            pr.add(f"{w}: unknown unit '{unit}'")
+        fractal = get_list(cd, "fractal", w, pr, default=[16, 16, 16])
+        if len(fractal) != 3 or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in fractal
+        ):
+            pr.add(f"{w}: 'fractal' must be three positive integers, got {fractal!r}")
+            fractal = [16, 16, 16]
+        macs = get_mapping(cd, "macs_per_cycle", w, pr, required=True)
+        macs_ok = {}
+        for dt in sorted(macs):
+            if dt not in DTYPE_BYTES:
+                pr.add(f"{w}: macs_per_cycle: unknown dtype '{dt}'")
+            macs_ok[dt] = get_int(macs, dt, f"{w}.macs_per_cycle", pr, minimum=1)
+        cube = CubeModel(unit, tuple(fractal), macs_ok, get_int(cd, "overhead", w, pr, default=0,
+                                                                 minimum=0))
+
+    vector = None
+    if "vector" in data:
+        vd = get_mapping(data, "vector", where, pr)
+        w = f"{where}: vector"
+        check_keys(vd, {"unit", "bytes_per_cycle", "overhead", "passes"}, w, pr)
+        unit = get_str(vd, "unit", w, pr)
+        if unit and unit_set and unit not in unit_set:
+            pr.add(f"{w}: unknown unit '{unit}'")
+        passes = get_mapping(vd, "passes", w, pr)
+        passes_ok = {
+            k: get_number(passes, k, f"{w}.passes", pr, positive=True) for k in sorted(passes)
+        }
+        vector = VectorModel(
+            unit,
+            get_number(vd, "bytes_per_cycle", w, pr, positive=True),
+            get_int(vd, "overhead", w, pr, default=0, minimum=0),
+            passes_ok,
+        )
+
+    pr.raise_if_any(HardwareError)
+    return Hardware(
+        name=name, cores=cores, units=units, spaces=spaces, sync=sync, paths=paths, cube=cube,
+        vector=vector, clock_ghz=clock, description=description, source=where,
+    )
+
+
+def list_presets() -> list[str]:
+    """Names of the hardware presets shipped with the package, sorted."""
+    root = resources.files("staticsched") / "presets"
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def load_hardware(name_or_path: str | FsPath | Hardware) -> Hardware:
+    """Load a preset by name (``"seed-davinci"``) or a TOML file by path.
+
+    Raises
+    ------
+    HardwareError
+        When the file is missing, is not TOML, or is not a valid hardware model.
+    """
+    if isinstance(name_or_path, Hardware):
+        return name_or_path
+    text_name = str(name_or_path)
+    if text_name in list_presets():
+        res = resources.files("staticsched") / "presets" / f"{text_name}.toml"
+        text = res.read_text(encoding="utf-8")
+        where = f"preset '{text_name}'"
+    else:
+        path = FsPath(text_name)
+        if not path.is_file():
+            raise HardwareError(
+                f"{text_name}: no such hardware file or preset "
+                f"(presets: {', '.join(list_presets())})"
+            )
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise HardwareError(f"{text_name}: cannot read: {exc}") from None
+        where = text_name
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise HardwareError(f"{where}: not valid TOML: {exc}") from None
+    return hardware_from_dict(data, where)

@@ -1,0 +1,443 @@
+"""OpGraph: the solver's input — items (tiles in memory spaces) and micro-ops.
+
+The op list is a sequential program: for every item, the order of its accesses
+is the order of the ops in the list. That fixes which writer a read sees (the
+latest one before it) and gives the implied RAW/WAR/WAW edges; explicit
+``deps`` add more. A schedule may reorder ops only along those edges.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import attrs
+import networkx as nx
+
+from staticsched._fields import (
+    Problems,
+    check_keys,
+    get_int,
+    get_list,
+    get_mapping,
+    get_str,
+    get_str_list,
+)
+from staticsched.errors import GraphError, InputError
+from staticsched.model.hardware import DTYPE_BYTES, Hardware
+from staticsched.model.opkinds import KINDS, ItemShape, normalize_attrs
+
+FORMAT = "staticsched.opgraph"
+VERSION = 1
+
+
+def _attr_tuple(value: Mapping[str, Any] | tuple) -> tuple[tuple[str, Any], ...]:
+    if isinstance(value, Mapping):
+        return tuple(sorted(value.items()))
+    return tuple(value)
+
+
+@attrs.frozen
+class Tensor:
+    """A GM tensor (2-D, row-major)."""
+
+    name: str
+    shape: tuple[int, int] = attrs.field(converter=tuple)
+    dtype: str = "float16"
+
+    @property
+    def bytes(self) -> int:
+        return self.shape[0] * self.shape[1] * DTYPE_BYTES[self.dtype]
+
+
+@attrs.frozen
+class Item:
+    """A tile of data in one memory space (``space == ""``: no space, takes no capacity).
+
+    ``dtype``/``shape`` are needed only for numeric replay.
+    """
+
+    name: str
+    space: str = ""
+    bytes: int = 0
+    dtype: str = ""
+    shape: tuple[int, ...] = attrs.field(converter=tuple, default=())
+
+    def as_shape(self) -> ItemShape:
+        shape = self.shape if len(self.shape) == 2 else (1, max(1, self.bytes))
+        return ItemShape(self.space, self.bytes, self.dtype or "uint8", shape)
+
+
+@attrs.frozen
+class Op:
+    """One micro-op: runs on ``unit`` of ``core`` for ``duration`` cycles."""
+
+    id: str
+    unit: str
+    duration: int
+    core: int = 0
+    deps: tuple[str, ...] = attrs.field(converter=tuple, default=())
+    reads: tuple[str, ...] = attrs.field(converter=tuple, default=())
+    writes: tuple[str, ...] = attrs.field(converter=tuple, default=())
+    kind: str = ""
+    attrs: tuple[tuple[str, Any], ...] = attrs.field(converter=_attr_tuple, default=())
+
+    @property
+    def attr(self) -> dict[str, Any]:
+        return dict(self.attrs)
+
+
+@attrs.frozen
+class Edge:
+    """A happens-before requirement ``src`` end -> ``dst`` start; ``reason`` is dep/raw/war/waw."""
+
+    src: str
+    dst: str
+    reason: str
+    item: str = ""
+
+
+@attrs.frozen
+class OpGraph:
+    """Items and ops; see the module docstring for the access-order semantics."""
+
+    items: tuple[Item, ...] = attrs.field(converter=tuple)
+    ops: tuple[Op, ...] = attrs.field(converter=tuple)
+    tensors: tuple[Tensor, ...] = attrs.field(converter=tuple, default=())
+    #: the TaskGraph this was lowered from (raw JSON), for numeric reference checks
+    source: str = attrs.field(default="", repr=False)
+
+    # ---------------------------------------------------------------- lookups
+    @cached_property
+    def op_index(self) -> dict[str, int]:
+        return {op.id: i for i, op in enumerate(self.ops)}
+
+    @cached_property
+    def item_map(self) -> dict[str, Item]:
+        return {it.name: it for it in self.items}
+
+    @cached_property
+    def tensor_map(self) -> dict[str, Tensor]:
+        return {t.name: t for t in self.tensors}
+
+    def op(self, op_id: str) -> Op:
+        return self.ops[self.op_index[op_id]]
+
+    @cached_property
+    def cores(self) -> tuple[int, ...]:
+        return tuple(sorted({op.core for op in self.ops}))
+
+    @cached_property
+    def accesses(self) -> dict[str, list[tuple[int, str]]]:
+        """Per item, ``(op index, "r"|"w")`` in program order (a read-modify-write gives both)."""
+        acc: dict[str, list[tuple[int, str]]] = {}
+        for i, op in enumerate(self.ops):
+            for name in op.reads:
+                acc.setdefault(name, []).append((i, "r"))
+            for name in op.writes:
+                acc.setdefault(name, []).append((i, "w"))
+        return acc
+
+    @cached_property
+    def edges(self) -> tuple[Edge, ...]:
+        """Explicit deps plus implied RAW/WAR/WAW edges on the same item, deduplicated.
+
+        Order is deterministic: by destination op index, then source op index.
+        """
+        found: dict[tuple[int, int], Edge] = {}
+        for i, op in enumerate(self.ops):
+            for d in op.deps:
+                j = self.op_index.get(d)
+                if j is not None and (j, i) not in found:
+                    found[(j, i)] = Edge(d, op.id, "dep")
+        for name in sorted(self.accesses):
+            last_write: int | None = None
+            reads_since: list[int] = []
+            for i, mode in self.accesses[name]:
+                if mode == "r":
+                    if last_write is not None and last_write != i:
+                        found.setdefault(
+                            (last_write, i), Edge(self.ops[last_write].id, self.ops[i].id, "raw",
+                                                  name)
+                        )
+                    reads_since.append(i)
+                else:
+                    for r in reads_since:
+                        if r != i:
+                            found.setdefault(
+                                (r, i), Edge(self.ops[r].id, self.ops[i].id, "war", name)
+                            )
+                    if last_write is not None and last_write != i and not reads_since:
+                        found.setdefault(
+                            (last_write, i),
+                            Edge(self.ops[last_write].id, self.ops[i].id, "waw", name),
+                        )
+                    last_write = i
+                    reads_since = []
+        return tuple(found[k] for k in sorted(found, key=lambda k: (k[1], k[0])))
+
+    def iter_core(self, core: int) -> Iterator[Op]:
+        return (op for op in self.ops if op.core == core)
+
+    # ---------------------------------------------------------------- checks
+    def check(self, hw: Hardware) -> None:
+        """Validate the graph against ``hw``; report every violation at once.
+
+        Raises
+        ------
+        GraphError
+            One line per problem naming the op/item/key and the numbers.
+        """
+        pr = Problems()
+        units = set(hw.unit_names)
+        seen: set[str] = set()
+        for op in self.ops:
+            if op.id in seen:
+                pr.add(f"op '{op.id}': duplicate id")
+            seen.add(op.id)
+            if op.unit not in units:
+                pr.add(f"op '{op.id}': unknown unit '{op.unit}' "
+                       f"(hardware '{hw.name}' has {', '.join(hw.unit_names)})")
+            if op.duration <= 0:
+                pr.add(f"op '{op.id}': duration must be > 0, got {op.duration}")
+            if not 0 <= op.core < hw.cores:
+                pr.add(f"op '{op.id}': core {op.core} out of range 0..{hw.cores - 1}")
+            for d in op.deps:
+                if d not in self.op_index:
+                    pr.add(f"op '{op.id}': dependency on unknown op '{d}'")
+                elif d == op.id:
+                    pr.add(f"op '{op.id}': depends on itself")
+            for name in (*op.reads, *op.writes):
+                if name not in self.item_map:
+                    pr.add(f"op '{op.id}': unknown item '{name}'")
+            if op.kind:
+                kind = KINDS.get(op.kind)
+                if kind is None:
+                    pr.add(f"op '{op.id}': unknown kind '{op.kind}' (kinds: {', '.join(KINDS)})")
+                else:
+                    self._check_kind(op, kind, pr)
+        names: set[str] = set()
+        for it in self.items:
+            if it.name in names:
+                pr.add(f"item '{it.name}': duplicate name")
+            names.add(it.name)
+            if it.bytes < 0:
+                pr.add(f"item '{it.name}': bytes must be >= 0, got {it.bytes}")
+            if it.space:
+                if not hw.has_space(it.space):
+                    pr.add(f"item '{it.name}': unknown space '{it.space}' "
+                           f"(hardware '{hw.name}' has {', '.join(hw.space_names)})")
+                else:
+                    sp = hw.space(it.space)
+                    if sp.bounded and it.bytes > sp.capacity:
+                        pr.add(f"item '{it.name}': {it.bytes} bytes do not fit space "
+                               f"'{it.space}' of {sp.capacity} bytes")
+        for name, acc in sorted(self.accesses.items()):
+            if name not in self.item_map:
+                continue
+            first_i, first_mode = acc[0]
+            if first_mode == "r" and not any(
+                m == "w" and i == first_i for i, m in acc
+            ):
+                pr.add(f"item '{name}': read by op '{self.ops[first_i].id}' before any op "
+                       f"writes it")
+            it = self.item_map[name]
+            if it.space and hw.has_space(it.space) and hw.space(it.space).bounded:
+                cores = sorted({self.ops[i].core for i, _ in acc})
+                if len(cores) > 1:
+                    pr.add(f"item '{name}' in core-local space '{it.space}' is accessed from "
+                           f"cores {cores}")
+        if not pr:
+            self._check_cycles(pr)
+        pr.raise_if_any(GraphError)
+
+    def _check_kind(self, op: Op, kind, pr: Problems) -> None:
+        a = op.attr
+        min_reads = len(kind.reads) - kind.optional_reads
+        extra = 1 if kind.name == "mmad" and not a.get("init", True) else 0
+        if not (min_reads + extra <= len(op.reads) <= len(kind.reads) + extra):
+            pr.add(f"op '{op.id}': kind '{kind.name}' reads {len(op.reads)} items, "
+                   f"expected {min_reads + extra}..{len(kind.reads) + extra}")
+        if len(op.writes) != len(kind.writes):
+            pr.add(f"op '{op.id}': kind '{kind.name}' writes {len(op.writes)} items, "
+                   f"expected {len(kind.writes)}")
+        for key, t in kind.attributes:
+            if key not in a and t in ("str", "region") and key != "scalar":
+                pr.add(f"op '{op.id}': kind '{kind.name}' needs attribute '{key}'")
+        if kind.gm and "tensor" in a and self.tensors and a["tensor"] not in self.tensor_map:
+            pr.add(f"op '{op.id}': unknown tensor '{a['tensor']}'")
+
+    def _check_cycles(self, pr: Problems) -> None:
+        g = nx.DiGraph()
+        g.add_nodes_from(op.id for op in self.ops)
+        g.add_edges_from((e.src, e.dst) for e in self.edges)
+        try:
+            cycle = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            return
+        path = [u for u, _ in cycle] + [cycle[0][0]]
+        pr.add(f"dependency cycle: {' -> '.join(path)}")
+
+
+# --------------------------------------------------------------------------- JSON
+
+_OP_KEYS = {"id", "unit", "core", "duration", "deps", "reads", "writes", "kind", "attrs"}
+_ITEM_KEYS = {"space", "bytes", "dtype", "shape"}
+
+
+def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
+    """Build an OpGraph from decoded JSON, reporting every structural problem at once."""
+    pr = Problems()
+    if not isinstance(data, dict):
+        raise GraphError(f"{where}: top level must be an object")
+    check_keys(data, {"format", "version", "items", "ops", "tensors", "source"}, where, pr)
+    fmt = data.get("format")
+    if fmt != FORMAT:
+        pr.add(f"{where}: 'format' must be '{FORMAT}', got {fmt!r}")
+    get_int(data, "version", where, pr, default=VERSION, minimum=VERSION, maximum=VERSION)
+    tensors = []
+    for name, body in sorted(get_mapping(data, "tensors", where, pr).items()):
+        w = f"{where}: tensor '{name}'"
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be an object")
+            continue
+        check_keys(body, {"shape", "dtype"}, w, pr)
+        shape = get_list(body, "shape", w, pr)
+        if len(shape) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
+                                      for x in shape):
+            pr.add(f"{w}: 'shape' must be two positive integers, got {shape!r}")
+            shape = [1, 1]
+        dtype = get_str(body, "dtype", w, pr, default="float16", choices=sorted(DTYPE_BYTES))
+        tensors.append(Tensor(name, tuple(shape), dtype or "float16"))
+    items = []
+    for name, body in sorted(get_mapping(data, "items", where, pr).items()):
+        w = f"{where}: item '{name}'"
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be an object")
+            continue
+        check_keys(body, _ITEM_KEYS, w, pr)
+        shape = get_list(body, "shape", w, pr, default=[])
+        if shape and not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
+                             for x in shape):
+            pr.add(f"{w}: 'shape' must be positive integers, got {shape!r}")
+            shape = []
+        dtype = get_str(body, "dtype", w, pr, default="")
+        if dtype and dtype not in DTYPE_BYTES:
+            pr.add(f"{w}: unknown dtype '{dtype}'")
+        items.append(Item(name, get_str(body, "space", w, pr, default=""),
+                          get_int(body, "bytes", w, pr, default=0, minimum=0),
+                          dtype, tuple(shape)))
+    ops = []
+    for i, body in enumerate(get_list(data, "ops", where, pr)):
+        w = f"{where}: ops[{i}]"
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be an object")
+            continue
+        op_id = get_str(body, "id", w, pr)
+        if op_id:
+            w = f"{where}: op '{op_id}'"
+        check_keys(body, _OP_KEYS, w, pr)
+        kind = get_str(body, "kind", w, pr, default="")
+        raw_attrs = get_mapping(body, "attrs", w, pr)
+        attrs_ = {}
+        if kind in KINDS:
+            try:
+                attrs_ = normalize_attrs(KINDS[kind], raw_attrs, w)
+            except InputError as exc:
+                for line in exc.problems:
+                    pr.add(line)
+        elif kind:
+            pr.add(f"{w}: unknown kind '{kind}' (kinds: {', '.join(KINDS)})")
+        elif raw_attrs:
+            pr.add(f"{w}: 'attrs' given without a 'kind'")
+        ops.append(Op(
+            id=op_id,
+            unit=get_str(body, "unit", w, pr),
+            duration=get_int(body, "duration", w, pr, minimum=1),
+            core=get_int(body, "core", w, pr, default=0, minimum=0),
+            deps=get_str_list(body, "deps", w, pr),
+            reads=get_str_list(body, "reads", w, pr),
+            writes=get_str_list(body, "writes", w, pr),
+            kind=kind,
+            attrs=attrs_,
+        ))
+    source = data.get("source", "")
+    if not isinstance(source, str):
+        pr.add(f"{where}: 'source' must be a string")
+        source = ""
+    pr.raise_if_any(GraphError)
+    return OpGraph(items, ops, tensors, source)
+
+
+def _jsonable_attr(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return [_jsonable_attr(x) for x in v]
+    return v
+
+
+def opgraph_to_dict(g: OpGraph) -> dict[str, Any]:
+    """The JSON form; ``opgraph_from_dict(opgraph_to_dict(g)) == g``."""
+    out: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+    if g.tensors:
+        out["tensors"] = {t.name: {"shape": list(t.shape), "dtype": t.dtype} for t in g.tensors}
+    items = {}
+    for it in g.items:
+        body: dict[str, Any] = {}
+        if it.space:
+            body["space"] = it.space
+        body["bytes"] = it.bytes
+        if it.dtype:
+            body["dtype"] = it.dtype
+        if it.shape:
+            body["shape"] = list(it.shape)
+        items[it.name] = body
+    out["items"] = dict(sorted(items.items()))
+    ops = []
+    for op in g.ops:
+        body = {"id": op.id, "unit": op.unit, "core": op.core, "duration": op.duration}
+        if op.kind:
+            body["kind"] = op.kind
+        if op.deps:
+            body["deps"] = list(op.deps)
+        if op.reads:
+            body["reads"] = list(op.reads)
+        if op.writes:
+            body["writes"] = list(op.writes)
+        if op.attrs:
+            body["attrs"] = {k: _jsonable_attr(v) for k, v in op.attrs}
+        ops.append(body)
+    out["ops"] = ops
+    if g.source:
+        out["source"] = g.source
+    return out
+
+
+def dumps_opgraph(g: OpGraph) -> str:
+    return json.dumps(opgraph_to_dict(g), indent=1, sort_keys=False) + "\n"
+
+
+def load_json_file(path: str | Path) -> Any:
+    """Read a JSON file; a missing file, bad UTF-8, bad JSON or NaN is an :class:`InputError`."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+
+    def _no_const(name: str) -> Any:
+        raise ValueError(f"{name} is not allowed")
+
+    try:
+        return json.loads(text, parse_constant=_no_const)
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}") from None
+
+
+def load_opgraph(path: str | Path) -> OpGraph:
+    """Load an OpGraph JSON file."""
+    return opgraph_from_dict(load_json_file(path), str(path))

@@ -1,0 +1,335 @@
+"""The one table of micro-op kinds.
+
+Each kind is described once: the pipe family it runs on, its operands (which
+items it reads and writes, which GM region it touches), the attributes it
+carries (with types, so text forms round-trip), its duration formula from the
+cost model, and its NumPy semantics for replay. Lowering, solver, emitter and
+executor all read this table; nothing else defines a kind.
+
+Operands
+--------
+``reads``/``writes`` of an op are item names, in the order the kind's
+``reads``/``writes`` roles list them. GM data is addressed through attributes:
+``tensor`` and ``region`` (``((r0, r1), (c0, c1))``, half-open, in the tensor's
+own row/column coordinates).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from staticsched.errors import InputError
+from staticsched.model.hardware import Hardware
+
+Region = tuple[tuple[int, int], tuple[int, int]]
+
+#: attribute types a kind may declare; each has one text form (see ``format_attr``)
+ATTR_TYPES = ("int", "float", "bool", "str", "region")
+
+
+@attrs.frozen
+class ItemShape:
+    """What an operand looks like to the semantics: space, bytes, dtype and 2-D shape."""
+
+    space: str
+    bytes: int
+    dtype: str
+    shape: tuple[int, int] = attrs.field(converter=tuple)
+
+
+DurationFn = Callable[[Hardware, Mapping[str, Any], Sequence[ItemShape], Sequence[ItemShape]], int]
+SemanticsFn = Callable[
+    [Mapping[str, Any], Sequence[np.ndarray], Sequence[np.ndarray], Mapping[str, np.ndarray]], None
+]
+UnitFn = Callable[[Hardware, Sequence[ItemShape], Sequence[ItemShape]], str]
+
+
+@attrs.frozen
+class OpKind:
+    """One micro-op kind.
+
+    Attributes
+    ----------
+    name : str
+        The kind's name in OpGraph and program files.
+    pipe : str
+        The pipe family (``MTE2``, ``MTE1``, ``CUBE``, ``FIXPIPE``, ``VECTOR``, ``MTE3``); the
+        concrete unit of a hardware model comes from ``unit``.
+    reads, writes : tuple of str
+        Operand roles, in order.
+    attributes : tuple of (name, type)
+        The attributes the kind carries; type is one of ``ATTR_TYPES``.
+    gm : str
+        ``"r"`` if the op reads the GM ``region`` of ``tensor``, ``"w"`` if it writes it, ``""``.
+    mnemonic : str
+        Upper-case text form for programs and bundles.
+    """
+
+    name: str
+    pipe: str
+    reads: tuple[str, ...] = attrs.field(converter=tuple)
+    writes: tuple[str, ...] = attrs.field(converter=tuple)
+    attributes: tuple[tuple[str, str], ...] = attrs.field(converter=tuple)
+    gm: str
+    mnemonic: str
+    unit: UnitFn = attrs.field(eq=False, repr=False)
+    duration: DurationFn = attrs.field(eq=False, repr=False)
+    semantics: SemanticsFn = attrs.field(eq=False, repr=False)
+    optional_reads: int = 0
+
+    @property
+    def attr_types(self) -> dict[str, str]:
+        return dict(self.attributes)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def region_shape(region: Region) -> tuple[int, int]:
+    (r0, r1), (c0, c1) = region
+    return (r1 - r0, c1 - c0)
+
+
+def region_bytes(region: Region, dtype: str) -> int:
+    h, w = region_shape(region)
+    return h * w * np.dtype(dtype).itemsize
+
+
+def _path_unit(hw: Hardware, src: str, dst: str) -> str:
+    return hw.path(src, dst).unit
+
+
+def _need_cube(hw: Hardware):
+    if hw.cube is None:
+        raise InputError(f"hardware '{hw.name}' has no [cube] section; cannot lower mmad")
+    return hw.cube
+
+
+def _need_vector(hw: Hardware):
+    if hw.vector is None:
+        raise InputError(f"hardware '{hw.name}' has no [vector] section; cannot lower vector ops")
+    return hw.vector
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """tanh-form GELU in float32 (what the Vector epilogue computes)."""
+    x = x.astype(np.float32)
+    c = np.float32(math.sqrt(2.0 / math.pi))
+    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(c * (x + np.float32(0.044715) * x**3)))
+
+
+#: elementwise functions of the ``vec`` kind: name -> (arity, f32 function)
+VECTOR_OPS: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
+    "bias": (2, lambda x, b, s: x + b),  # b is a [1, n] row, broadcast over rows
+    "add": (2, lambda x, y, s: x + y),
+    "mul": (2, lambda x, y, s: x * y),
+    "scale": (1, lambda x, s: x * np.float32(s)),
+    "relu": (1, lambda x, s: np.maximum(x, np.float32(0))),
+    "gelu": (1, lambda x, s: gelu(x)),
+    "cast": (1, lambda x, s: x),
+}
+
+
+# --------------------------------------------------------------------------- semantics
+
+
+def _load_sem(a, reads, writes, gm):
+    (r0, r1), (c0, c1) = a["region"]
+    block = gm[a["tensor"]][r0:r1, c0:c1]
+    if a.get("transpose", False):
+        block = block.T
+    dst = writes[0]
+    dst[...] = 0  # tails are zero-padded so the Cube can run full fractals
+    dst[: block.shape[0], : block.shape[1]] = block.astype(dst.dtype)
+
+
+def _move_sem(a, reads, writes, gm):
+    writes[0][...] = reads[0].astype(writes[0].dtype)
+
+
+def _mmad_sem(a, reads, writes, gm):
+    acc = reads[0].astype(np.float32) @ reads[1].astype(np.float32)
+    c = writes[0]
+    if a.get("init", True):
+        c[...] = acc
+    else:
+        c[...] = c + acc
+
+
+def _fixpipe_sem(a, reads, writes, gm):
+    writes[0][...] = reads[0].astype(writes[0].dtype)
+
+
+def _vec_sem(a, reads, writes, gm):
+    op = a["op"]
+    arity, fn = VECTOR_OPS[op]
+    args = [r.astype(np.float32) for r in reads[:arity]]
+    out = fn(*args, a.get("scalar", 0.0))
+    writes[0][...] = out.astype(writes[0].dtype)
+
+
+def _store_sem(a, reads, writes, gm):
+    (r0, r1), (c0, c1) = a["region"]
+    src = reads[0]
+    gm[a["tensor"]][r0:r1, c0:c1] = src[: r1 - r0, : c1 - c0].astype(gm[a["tensor"]].dtype)
+
+
+# --------------------------------------------------------------------------- durations
+
+
+def _load_dur(hw, a, reads, writes):
+    return hw.path("GM", writes[0].space).cycles(region_bytes(a["region"], writes[0].dtype))
+
+
+def _move_dur(hw, a, reads, writes):
+    return hw.path(reads[0].space, writes[0].space).cycles(reads[0].bytes)
+
+
+def _mmad_dur(hw, a, reads, writes):
+    return _need_cube(hw).cycles(a["m"], a["n"], a["k"], reads[0].dtype)
+
+
+def _fixpipe_dur(hw, a, reads, writes):
+    return hw.path(reads[0].space, writes[0].space).cycles(reads[0].bytes)
+
+
+def _vec_dur(hw, a, reads, writes):
+    return _need_vector(hw).cycles(a["op"], writes[0].bytes)
+
+
+def _store_dur(hw, a, reads, writes):
+    return hw.path(reads[0].space, "GM").cycles(region_bytes(a["region"], reads[0].dtype))
+
+
+KINDS: dict[str, OpKind] = {
+    k.name: k
+    for k in (
+        OpKind(
+            "load", "MTE2", (), ("dst",),
+            (("tensor", "str"), ("region", "region"), ("transpose", "bool")), "r", "LOAD",
+            unit=lambda hw, r, w: _path_unit(hw, "GM", w[0].space),
+            duration=_load_dur, semantics=_load_sem,
+        ),
+        OpKind(
+            "move", "MTE1", ("src",), ("dst",), (), "", "MOVE",
+            unit=lambda hw, r, w: _path_unit(hw, r[0].space, w[0].space),
+            duration=_move_dur, semantics=_move_sem,
+        ),
+        OpKind(
+            "mmad", "CUBE", ("a", "b"), ("c",),
+            (("m", "int"), ("n", "int"), ("k", "int"), ("init", "bool")), "", "MMAD",
+            unit=lambda hw, r, w: _need_cube(hw).unit,
+            duration=_mmad_dur, semantics=_mmad_sem,
+        ),
+        OpKind(
+            "fixpipe", "FIXPIPE", ("src",), ("dst",), (), "", "FIXPIPE",
+            unit=lambda hw, r, w: _path_unit(hw, r[0].space, w[0].space),
+            duration=_fixpipe_dur, semantics=_fixpipe_sem,
+        ),
+        OpKind(
+            "vec", "VECTOR", ("x", "y"), ("out",), (("op", "str"), ("scalar", "float")), "",
+            "VEC", unit=lambda hw, r, w: _need_vector(hw).unit,
+            duration=_vec_dur, semantics=_vec_sem, optional_reads=1,
+        ),
+        OpKind(
+            "store", "MTE3", ("src",), (),
+            (("tensor", "str"), ("region", "region")), "w", "STORE",
+            unit=lambda hw, r, w: _path_unit(hw, r[0].space, "GM"),
+            duration=_store_dur, semantics=_store_sem,
+        ),
+    )
+}
+
+
+def get_kind(name: str) -> OpKind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise InputError(f"unknown op kind '{name}' (kinds: {', '.join(KINDS)})") from None
+
+
+def mmad_reads(attrs_: Mapping[str, Any]) -> int:
+    """An accumulating ``mmad`` (``init`` false) also reads its ``c`` operand."""
+    return 0 if attrs_.get("init", True) else 1
+
+
+# --------------------------------------------------------------------------- attribute text forms
+
+
+def format_attr(kind_type: str, value: Any) -> str:
+    """The one text form of an attribute value (used by every text format)."""
+    if kind_type == "region":
+        (r0, r1), (c0, c1) = value
+        return f"{r0}:{r1},{c0}:{c1}"
+    if kind_type == "bool":
+        return "1" if value else "0"
+    if kind_type == "float":
+        return repr(float(value))
+    return str(value)
+
+
+def parse_attr(kind_type: str, text: str) -> Any:
+    """Inverse of :func:`format_attr`; raises ``ValueError`` on malformed text."""
+    if kind_type == "region":
+        rows, cols = text.split(",")
+        r0, r1 = rows.split(":")
+        c0, c1 = cols.split(":")
+        return ((int(r0), int(r1)), (int(c0), int(c1)))
+    if kind_type == "bool":
+        if text not in ("0", "1"):
+            raise ValueError(f"bool must be 0 or 1, got {text!r}")
+        return text == "1"
+    if kind_type == "float":
+        return float(text)
+    if kind_type == "int":
+        return int(text)
+    return text
+
+
+def normalize_attrs(kind: OpKind, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Validate and convert JSON attribute values of ``kind`` (regions become tuples)."""
+    types = kind.attr_types
+    out: dict[str, Any] = {}
+    problems = []
+    for key in sorted(raw):
+        value = raw[key]
+        t = types.get(key)
+        if t is None:
+            problems.append(f"{where}: unknown attribute '{key}' for kind '{kind.name}'")
+            continue
+        ok = True
+        if t == "region":
+            try:
+                (r0, r1), (c0, c1) = value
+                value = ((int(r0), int(r1)), (int(c0), int(c1)))
+                ok = 0 <= r0 < r1 and 0 <= c0 < c1 and all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in (r0, r1, c0, c1)
+                )
+            except (TypeError, ValueError):
+                ok = False
+        elif t == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif t == "float":
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(
+                value
+            )
+            value = float(value) if ok else value
+        elif t == "bool":
+            ok = isinstance(value, bool)
+        elif t == "str":
+            ok = isinstance(value, str) and value != "" and not any(c.isspace() for c in value)
+        if not ok:
+            problems.append(f"{where}: attribute '{key}' of kind '{kind.name}' must be {t}, "
+                            f"got {raw[key]!r}")
+            continue
+        out[key] = value
+    if kind.name == "vec" and "op" in out and out["op"] not in VECTOR_OPS:
+        problems.append(f"{where}: vec op '{out['op']}' is not one of {', '.join(VECTOR_OPS)}")
+    if problems:
+        raise InputError(problems)
+    return out

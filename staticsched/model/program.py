@@ -1,0 +1,101 @@
+"""The emitted program: per (core, pipe) instruction streams with sync flags.
+
+This is the contract between the emitter (``staticsched.emit``) and the
+verifying executor (``staticsched.verify``): the executor must be able to run
+and check a program from these values alone (plus the hardware model).
+
+Flag semantics (DESIGN §2): ``set_flag`` sits in pipe ``src``'s stream, fires
+when everything before it on ``src`` has finished, and the flag
+``(core, src, dst, event)`` is visible ``flag_latency`` cycles later;
+``wait_flag`` sits in ``dst``'s stream, blocks ``dst`` until the flag is set,
+then clears it. ``set_cross``/``wait_cross`` do the same across cores, keyed
+``(src_core, dst_core, event)``, with ``peer_core`` the other core. Sync
+instructions take zero cycles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from staticsched.model.opgraph import Tensor, _attr_tuple
+
+FORMAT = "staticsched.program"
+VERSION = 1
+
+#: instruction kinds besides micro-ops
+SYNC_KINDS = ("set_flag", "wait_flag", "set_cross", "wait_cross")
+
+
+@attrs.frozen
+class ProgItem:
+    """An item with its concrete placement and nominal live range ``[live_start, live_end)``.
+
+    Items in an unbounded space (or no space) have ``offset == 0`` and are
+    addressed by name: they never overlap other items.
+    """
+
+    name: str
+    core: int
+    space: str
+    offset: int
+    bytes: int
+    live_start: int
+    live_end: int
+    dtype: str = ""
+    shape: tuple[int, ...] = attrs.field(converter=tuple, default=())
+
+
+@attrs.frozen
+class Instr:
+    """One instruction of a stream.
+
+    ``kind`` is a micro-op kind from :mod:`staticsched.model.opkinds`, ``"op"`` for an
+    opaque op (no kind), or one of :data:`SYNC_KINDS`. ``cycle`` is the nominal issue cycle.
+    Micro-ops use ``id/duration/reads/writes/attrs``; flags use ``src/dst/event``; cross
+    flags use ``event/peer_core``.
+    """
+
+    kind: str
+    cycle: int
+    id: str = ""
+    duration: int = 0
+    reads: tuple[str, ...] = attrs.field(converter=tuple, default=())
+    writes: tuple[str, ...] = attrs.field(converter=tuple, default=())
+    attrs: tuple[tuple[str, Any], ...] = attrs.field(converter=_attr_tuple, default=())
+    src: str = ""
+    dst: str = ""
+    event: int = -1
+    peer_core: int = -1
+
+    @property
+    def is_sync(self) -> bool:
+        return self.kind in SYNC_KINDS
+
+
+@attrs.frozen
+class Stream:
+    """The ordered instructions of one pipe of one core."""
+
+    core: int
+    unit: str
+    instrs: tuple[Instr, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen
+class Program:
+    """A whole-chip program.
+
+    ``streams`` are sorted by core, then by the hardware's unit order. ``source`` is the
+    TaskGraph JSON the program computes (empty for OpGraph inputs), so numeric replay can
+    build its NumPy reference from the program file alone.
+    """
+
+    hw: str
+    mode: str  # "flags" | "timed"
+    makespan: int
+    tensors: tuple[Tensor, ...] = attrs.field(converter=tuple)
+    items: tuple[ProgItem, ...] = attrs.field(converter=tuple)
+    streams: tuple[Stream, ...] = attrs.field(converter=tuple)
+    source: str = attrs.field(default="", repr=False)
