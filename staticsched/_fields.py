@@ -30,9 +30,7 @@ class Problems:
             raise error(self.lines)
 
 
-def check_keys(
-    obj: Mapping[str, Any], allowed: Iterable[str], where: str, problems: Problems
-) -> None:
+def check_keys(obj: Mapping[str, Any], allowed: Iterable[str], where: str, problems: Problems) -> None:
     """Report every key of ``obj`` that is not in ``allowed``."""
     allowed = set(allowed)
     for key in sorted(obj):
@@ -156,9 +154,7 @@ def get_list(
     return list(value)
 
 
-def get_str_list(
-    obj: Mapping[str, Any], key: str, where: str, problems: Problems
-) -> list[str]:
+def get_str_list(obj: Mapping[str, Any], key: str, where: str, problems: Problems) -> list[str]:
     out = []
     for i, v in enumerate(get_list(obj, key, where, problems, default=[])):
         if isinstance(v, str):

@@ -52,9 +52,7 @@ def address_edges(graph: OpGraph, placements: Sequence[Placement]) -> tuple[Edge
                 last_w, reads_after = _tail_accesses(acc[x.item])
                 dst = graph.ops[y_first].id
                 if last_w is not None and last_w != y_first:
-                    found.setdefault(
-                        (last_w, y_first), Edge(graph.ops[last_w].id, dst, "waw", y.item)
-                    )
+                    found.setdefault((last_w, y_first), Edge(graph.ops[last_w].id, dst, "waw", y.item))
                 for r in reads_after:
                     if r != y_first:
                         found.setdefault((r, y_first), Edge(graph.ops[r].id, dst, "war", y.item))

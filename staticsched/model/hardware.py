@@ -166,8 +166,16 @@ class Hardware:
 # --------------------------------------------------------------------------- loading
 
 _TOP_KEYS = {
-    "name", "cores", "clock_ghz", "description", "units", "spaces", "sync", "paths",
-    "cube", "vector",
+    "name",
+    "cores",
+    "clock_ghz",
+    "description",
+    "units",
+    "spaces",
+    "sync",
+    "paths",
+    "cube",
+    "vector",
 }
 
 
@@ -214,9 +222,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
 
     sync_d = get_mapping(data, "sync", where, pr)
     w = f"{where}: sync"
-    check_keys(
-        sync_d, {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency"}, w, pr
-    )
+    check_keys(sync_d, {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency"}, w, pr)
     flag_latency = get_int(sync_d, "flag_latency", w, pr, default=0, minimum=0)
     sync = SyncModel(
         event_ids=get_int(sync_d, "event_ids", w, pr, default=8, minimum=0, maximum=64),
@@ -224,9 +230,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         cross_core_event_ids=get_int(
             sync_d, "cross_core_event_ids", w, pr, default=16, minimum=0, maximum=1024
         ),
-        cross_core_latency=get_int(
-            sync_d, "cross_core_latency", w, pr, default=flag_latency, minimum=0
-        ),
+        cross_core_latency=get_int(sync_d, "cross_core_latency", w, pr, default=flag_latency, minimum=0),
     )
 
     paths = []
@@ -274,8 +278,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
             if dt not in DTYPE_BYTES:
                 pr.add(f"{w}: macs_per_cycle: unknown dtype '{dt}'")
             macs_ok[dt] = get_int(macs, dt, f"{w}.macs_per_cycle", pr, minimum=1)
-        cube = CubeModel(unit, tuple(fractal), macs_ok, get_int(cd, "overhead", w, pr, default=0,
-                                                                 minimum=0))
+        cube = CubeModel(unit, tuple(fractal), macs_ok, get_int(cd, "overhead", w, pr, default=0, minimum=0))
 
     vector = None
     if "vector" in data:
@@ -286,9 +289,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         if unit and unit_set and unit not in unit_set:
             pr.add(f"{w}: unknown unit '{unit}'")
         passes = get_mapping(vd, "passes", w, pr)
-        passes_ok = {
-            k: get_number(passes, k, f"{w}.passes", pr, positive=True) for k in sorted(passes)
-        }
+        passes_ok = {k: get_number(passes, k, f"{w}.passes", pr, positive=True) for k in sorted(passes)}
         vector = VectorModel(
             unit,
             get_number(vd, "bytes_per_cycle", w, pr, positive=True),
@@ -298,8 +299,17 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
 
     pr.raise_if_any(HardwareError)
     return Hardware(
-        name=name, cores=cores, units=units, spaces=spaces, sync=sync, paths=paths, cube=cube,
-        vector=vector, clock_ghz=clock, description=description, source=where,
+        name=name,
+        cores=cores,
+        units=units,
+        spaces=spaces,
+        sync=sync,
+        paths=paths,
+        cube=cube,
+        vector=vector,
+        clock_ghz=clock,
+        description=description,
+        source=where,
     )
 
 
@@ -328,8 +338,7 @@ def load_hardware(name_or_path: str | FsPath | Hardware) -> Hardware:
         path = FsPath(text_name)
         if not path.is_file():
             raise HardwareError(
-                f"{text_name}: no such hardware file or preset "
-                f"(presets: {', '.join(list_presets())})"
+                f"{text_name}: no such hardware file or preset (presets: {', '.join(list_presets())})"
             )
         try:
             text = path.read_text(encoding="utf-8")

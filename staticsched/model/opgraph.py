@@ -160,16 +160,13 @@ class OpGraph:
                 if mode == "r":
                     if last_write is not None and last_write != i:
                         found.setdefault(
-                            (last_write, i), Edge(self.ops[last_write].id, self.ops[i].id, "raw",
-                                                  name)
+                            (last_write, i), Edge(self.ops[last_write].id, self.ops[i].id, "raw", name)
                         )
                     reads_since.append(i)
                 else:
                     for r in reads_since:
                         if r != i:
-                            found.setdefault(
-                                (r, i), Edge(self.ops[r].id, self.ops[i].id, "war", name)
-                            )
+                            found.setdefault((r, i), Edge(self.ops[r].id, self.ops[i].id, "war", name))
                     if last_write is not None and last_write != i and not reads_since:
                         found.setdefault(
                             (last_write, i),
@@ -199,8 +196,10 @@ class OpGraph:
                 pr.add(f"op '{op.id}': duplicate id")
             seen.add(op.id)
             if op.unit not in units:
-                pr.add(f"op '{op.id}': unknown unit '{op.unit}' "
-                       f"(hardware '{hw.name}' has {', '.join(hw.unit_names)})")
+                pr.add(
+                    f"op '{op.id}': unknown unit '{op.unit}' "
+                    f"(hardware '{hw.name}' has {', '.join(hw.unit_names)})"
+                )
             if op.duration <= 0:
                 pr.add(f"op '{op.id}': duration must be > 0, got {op.duration}")
             if not 0 <= op.core < hw.cores:
@@ -228,28 +227,28 @@ class OpGraph:
                 pr.add(f"item '{it.name}': bytes must be >= 0, got {it.bytes}")
             if it.space:
                 if not hw.has_space(it.space):
-                    pr.add(f"item '{it.name}': unknown space '{it.space}' "
-                           f"(hardware '{hw.name}' has {', '.join(hw.space_names)})")
+                    pr.add(
+                        f"item '{it.name}': unknown space '{it.space}' "
+                        f"(hardware '{hw.name}' has {', '.join(hw.space_names)})"
+                    )
                 else:
                     sp = hw.space(it.space)
                     if sp.bounded and it.bytes > sp.capacity:
-                        pr.add(f"item '{it.name}': {it.bytes} bytes do not fit space "
-                               f"'{it.space}' of {sp.capacity} bytes")
+                        pr.add(
+                            f"item '{it.name}': {it.bytes} bytes do not fit space "
+                            f"'{it.space}' of {sp.capacity} bytes"
+                        )
         for name, acc in sorted(self.accesses.items()):
             if name not in self.item_map:
                 continue
             first_i, first_mode = acc[0]
-            if first_mode == "r" and not any(
-                m == "w" and i == first_i for i, m in acc
-            ):
-                pr.add(f"item '{name}': read by op '{self.ops[first_i].id}' before any op "
-                       f"writes it")
+            if first_mode == "r" and not any(m == "w" and i == first_i for i, m in acc):
+                pr.add(f"item '{name}': read by op '{self.ops[first_i].id}' before any op writes it")
             it = self.item_map[name]
             if it.space and hw.has_space(it.space) and hw.space(it.space).bounded:
                 cores = sorted({self.ops[i].core for i, _ in acc})
                 if len(cores) > 1:
-                    pr.add(f"item '{name}' in core-local space '{it.space}' is accessed from "
-                           f"cores {cores}")
+                    pr.add(f"item '{name}' in core-local space '{it.space}' is accessed from cores {cores}")
         if not pr:
             self._check_cycles(pr)
         pr.raise_if_any(GraphError)
@@ -259,11 +258,14 @@ class OpGraph:
         min_reads = len(kind.reads) - kind.optional_reads
         extra = 1 if kind.name == "mmad" and not a.get("init", True) else 0
         if not (min_reads + extra <= len(op.reads) <= len(kind.reads) + extra):
-            pr.add(f"op '{op.id}': kind '{kind.name}' reads {len(op.reads)} items, "
-                   f"expected {min_reads + extra}..{len(kind.reads) + extra}")
+            pr.add(
+                f"op '{op.id}': kind '{kind.name}' reads {len(op.reads)} items, "
+                f"expected {min_reads + extra}..{len(kind.reads) + extra}"
+            )
         if len(op.writes) != len(kind.writes):
-            pr.add(f"op '{op.id}': kind '{kind.name}' writes {len(op.writes)} items, "
-                   f"expected {len(kind.writes)}")
+            pr.add(
+                f"op '{op.id}': kind '{kind.name}' writes {len(op.writes)} items, expected {len(kind.writes)}"
+            )
         for key, t in kind.attributes:
             if key not in a and t in ("str", "region") and key != "scalar":
                 pr.add(f"op '{op.id}': kind '{kind.name}' needs attribute '{key}'")
@@ -306,8 +308,9 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
             continue
         check_keys(body, {"shape", "dtype"}, w, pr)
         shape = get_list(body, "shape", w, pr)
-        if len(shape) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
-                                      for x in shape):
+        if len(shape) != 2 or not all(
+            isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in shape
+        ):
             pr.add(f"{w}: 'shape' must be two positive integers, got {shape!r}")
             shape = [1, 1]
         dtype = get_str(body, "dtype", w, pr, default="float16", choices=sorted(DTYPE_BYTES))
@@ -320,16 +323,21 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
             continue
         check_keys(body, _ITEM_KEYS, w, pr)
         shape = get_list(body, "shape", w, pr, default=[])
-        if shape and not all(isinstance(x, int) and not isinstance(x, bool) and x > 0
-                             for x in shape):
+        if shape and not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in shape):
             pr.add(f"{w}: 'shape' must be positive integers, got {shape!r}")
             shape = []
         dtype = get_str(body, "dtype", w, pr, default="")
         if dtype and dtype not in DTYPE_BYTES:
             pr.add(f"{w}: unknown dtype '{dtype}'")
-        items.append(Item(name, get_str(body, "space", w, pr, default=""),
-                          get_int(body, "bytes", w, pr, default=0, minimum=0),
-                          dtype, tuple(shape)))
+        items.append(
+            Item(
+                name,
+                get_str(body, "space", w, pr, default=""),
+                get_int(body, "bytes", w, pr, default=0, minimum=0),
+                dtype,
+                tuple(shape),
+            )
+        )
     ops = []
     for i, body in enumerate(get_list(data, "ops", where, pr)):
         w = f"{where}: ops[{i}]"
@@ -353,17 +361,19 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
             pr.add(f"{w}: unknown kind '{kind}' (kinds: {', '.join(KINDS)})")
         elif raw_attrs:
             pr.add(f"{w}: 'attrs' given without a 'kind'")
-        ops.append(Op(
-            id=op_id,
-            unit=get_str(body, "unit", w, pr),
-            duration=get_int(body, "duration", w, pr, minimum=1),
-            core=get_int(body, "core", w, pr, default=0, minimum=0),
-            deps=get_str_list(body, "deps", w, pr),
-            reads=get_str_list(body, "reads", w, pr),
-            writes=get_str_list(body, "writes", w, pr),
-            kind=kind,
-            attrs=attrs_,
-        ))
+        ops.append(
+            Op(
+                id=op_id,
+                unit=get_str(body, "unit", w, pr),
+                duration=get_int(body, "duration", w, pr, minimum=1),
+                core=get_int(body, "core", w, pr, default=0, minimum=0),
+                deps=get_str_list(body, "deps", w, pr),
+                reads=get_str_list(body, "reads", w, pr),
+                writes=get_str_list(body, "writes", w, pr),
+                kind=kind,
+                attrs=attrs_,
+            )
+        )
     source = data.get("source", "")
     if not isinstance(source, str):
         pr.add(f"{where}: 'source' must be a string")

@@ -210,37 +210,77 @@ KINDS: dict[str, OpKind] = {
     k.name: k
     for k in (
         OpKind(
-            "load", "MTE2", (), ("dst",),
-            (("tensor", "str"), ("region", "region"), ("transpose", "bool")), "r", "LOAD",
+            "load",
+            "MTE2",
+            (),
+            ("dst",),
+            (("tensor", "str"), ("region", "region"), ("transpose", "bool")),
+            "r",
+            "LOAD",
             unit=lambda hw, r, w: _path_unit(hw, "GM", w[0].space),
-            duration=_load_dur, semantics=_load_sem,
+            duration=_load_dur,
+            semantics=_load_sem,
         ),
         OpKind(
-            "move", "MTE1", ("src",), ("dst",), (), "", "MOVE",
+            "move",
+            "MTE1",
+            ("src",),
+            ("dst",),
+            (),
+            "",
+            "MOVE",
             unit=lambda hw, r, w: _path_unit(hw, r[0].space, w[0].space),
-            duration=_move_dur, semantics=_move_sem,
+            duration=_move_dur,
+            semantics=_move_sem,
         ),
         OpKind(
-            "mmad", "CUBE", ("a", "b"), ("c",),
-            (("m", "int"), ("n", "int"), ("k", "int"), ("init", "bool")), "", "MMAD",
+            "mmad",
+            "CUBE",
+            ("a", "b"),
+            ("c",),
+            (("m", "int"), ("n", "int"), ("k", "int"), ("init", "bool")),
+            "",
+            "MMAD",
             unit=lambda hw, r, w: _need_cube(hw).unit,
-            duration=_mmad_dur, semantics=_mmad_sem,
+            duration=_mmad_dur,
+            semantics=_mmad_sem,
         ),
         OpKind(
-            "fixpipe", "FIXPIPE", ("src",), ("dst",), (), "", "FIXPIPE",
+            "fixpipe",
+            "FIXPIPE",
+            ("src",),
+            ("dst",),
+            (),
+            "",
+            "FIXPIPE",
             unit=lambda hw, r, w: _path_unit(hw, r[0].space, w[0].space),
-            duration=_fixpipe_dur, semantics=_fixpipe_sem,
+            duration=_fixpipe_dur,
+            semantics=_fixpipe_sem,
         ),
         OpKind(
-            "vec", "VECTOR", ("x", "y"), ("out",), (("op", "str"), ("scalar", "float")), "",
-            "VEC", unit=lambda hw, r, w: _need_vector(hw).unit,
-            duration=_vec_dur, semantics=_vec_sem, optional_reads=1,
+            "vec",
+            "VECTOR",
+            ("x", "y"),
+            ("out",),
+            (("op", "str"), ("scalar", "float")),
+            "",
+            "VEC",
+            unit=lambda hw, r, w: _need_vector(hw).unit,
+            duration=_vec_dur,
+            semantics=_vec_sem,
+            optional_reads=1,
         ),
         OpKind(
-            "store", "MTE3", ("src",), (),
-            (("tensor", "str"), ("region", "region")), "w", "STORE",
+            "store",
+            "MTE3",
+            ("src",),
+            (),
+            (("tensor", "str"), ("region", "region")),
+            "w",
+            "STORE",
             unit=lambda hw, r, w: _path_unit(hw, r[0].space, "GM"),
-            duration=_store_dur, semantics=_store_sem,
+            duration=_store_dur,
+            semantics=_store_sem,
         ),
     )
 }
@@ -307,25 +347,24 @@ def normalize_attrs(kind: OpKind, raw: Mapping[str, Any], where: str) -> dict[st
             try:
                 (r0, r1), (c0, c1) = value
                 value = ((int(r0), int(r1)), (int(c0), int(c1)))
-                ok = 0 <= r0 < r1 and 0 <= c0 < c1 and all(
-                    isinstance(x, int) and not isinstance(x, bool) for x in (r0, r1, c0, c1)
+                ok = (
+                    0 <= r0 < r1
+                    and 0 <= c0 < c1
+                    and all(isinstance(x, int) and not isinstance(x, bool) for x in (r0, r1, c0, c1))
                 )
             except (TypeError, ValueError):
                 ok = False
         elif t == "int":
             ok = isinstance(value, int) and not isinstance(value, bool)
         elif t == "float":
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(
-                value
-            )
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
             value = float(value) if ok else value
         elif t == "bool":
             ok = isinstance(value, bool)
         elif t == "str":
             ok = isinstance(value, str) and value != "" and not any(c.isspace() for c in value)
         if not ok:
-            problems.append(f"{where}: attribute '{key}' of kind '{kind.name}' must be {t}, "
-                            f"got {raw[key]!r}")
+            problems.append(f"{where}: attribute '{key}' of kind '{kind.name}' must be {t}, got {raw[key]!r}")
             continue
         out[key] = value
     if kind.name == "vec" and "op" in out and out["op"] not in VECTOR_OPS:
