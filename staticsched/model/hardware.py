@@ -197,7 +197,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     description = get_str(data, "description", where, pr, default="")
 
     units = []
-    for uname, body in sorted(get_mapping(data, "units", where, pr, required=True).items()):
+    for uname, body in get_mapping(data, "units", where, pr, required=True).items():
         w = f"{where}: units.{uname}"
         if not isinstance(body, dict):
             pr.add(f"{w}: must be a table")
@@ -209,7 +209,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     unit_set = {u.name for u in units}
 
     spaces = []
-    for sname, body in sorted(get_mapping(data, "spaces", where, pr, required=True).items()):
+    for sname, body in get_mapping(data, "spaces", where, pr, required=True).items():
         w = f"{where}: spaces.{sname}"
         if not isinstance(body, dict):
             pr.add(f"{w}: must be a table")

@@ -1,0 +1,3 @@
+from staticsched.cli import entry
+
+entry()

@@ -1,0 +1,128 @@
+"""The public entry points: ``schedule`` (and ``compile_graph`` for the CLI's full pipeline)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from staticsched.errors import InputError
+from staticsched.model.hardware import Hardware, load_hardware
+from staticsched.model.opgraph import OpGraph
+from staticsched.model.program import Program
+from staticsched.model.schedule import Schedule
+
+METHODS = ("cpsat", "list")
+MODES = ("flags", "timed")
+DEFAULT_OP_BUDGET = 2_000_000
+
+
+@attrs.frozen
+class Compiled:
+    """Everything one run produces: the final schedule, the program and the sync plan."""
+
+    graph: OpGraph = attrs.field(repr=False)
+    schedule: Schedule = attrs.field(repr=False)
+    program: Program = attrs.field(repr=False)
+    plan: Any = attrs.field(repr=False)
+
+
+def as_opgraph(graph: Any, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUDGET) -> OpGraph:
+    """Turn a path, TaskGraph or OpGraph into a checked OpGraph (lowering a TaskGraph first)."""
+    from staticsched.model.lowering import lower
+    from staticsched.model.taskgraph import TaskGraph, load_graph
+
+    if isinstance(graph, str | Path):
+        graph = load_graph(graph)
+    if isinstance(graph, TaskGraph):
+        graph = lower(graph, hw, op_budget=op_budget)
+    if not isinstance(graph, OpGraph):
+        raise InputError(f"graph must be a TaskGraph, an OpGraph or a path, got {type(graph).__name__}")
+    graph.check(hw)
+    return graph
+
+
+def compile_graph(
+    graph: Any,
+    hw: Hardware | str | Path,
+    *,
+    time_limit: float = 60.0,
+    seed: int = 0,
+    workers: int = 1,
+    method: str = "cpsat",
+    mode: str = "flags",
+    op_budget: int | None = DEFAULT_OP_BUDGET,
+    progress: Callable[[str], None] | None = None,
+) -> Compiled:
+    """Lower, check, solve, plan sync and build the program.
+
+    Parameters are those of :func:`schedule`; ``mode`` selects the program's form
+    (``"flags"`` or ``"timed"``).
+    """
+    from staticsched.emit import finalize
+    from staticsched.solver import solve
+
+    if method not in METHODS:
+        raise InputError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not (time_limit > 0):
+        raise InputError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+    if workers < 1:
+        raise InputError(f"workers must be >= 1, got {workers}")
+    hw = load_hardware(hw)
+    og = as_opgraph(graph, hw, op_budget=op_budget)
+    raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
+                progress=progress)
+    final, program, plan = finalize(raw, mode=mode)
+    return Compiled(og, final, program, plan)
+
+
+def schedule(
+    graph: Any,
+    hw: Hardware | str | Path,
+    *,
+    time_limit: float = 60.0,
+    seed: int = 0,
+    workers: int = 1,
+    method: str = "cpsat",
+    mode: str = "flags",
+    op_budget: int | None = DEFAULT_OP_BUDGET,
+) -> Schedule:
+    """Schedule a task graph or op graph on a hardware model.
+
+    Parameters
+    ----------
+    graph : TaskGraph, OpGraph, str or Path
+        A TaskGraph is lowered to micro-ops first; a path is loaded by its ``format`` field.
+    hw : Hardware, str or Path
+        A hardware model, a preset name (``"seed-davinci"``) or a TOML path.
+    time_limit : float
+        Wall-clock seconds the search may take; the result says if this limit stopped it.
+    seed : int
+        Random seed of the search; same inputs and seed give identical results.
+    workers : int
+        Processes for independent per-core subproblems.
+    method : {"cpsat", "list"}
+        CP-SAT (warm-started from the list schedule) or the list scheduler alone.
+    mode : {"flags", "timed"}
+        Program form used when planning sync.
+    op_budget : int or None
+        Refuse TaskGraphs whose lowering would exceed this many ops.
+
+    Returns
+    -------
+    Schedule
+        Timetable with item placements, sync events, makespan, lower bound and status.
+
+    Raises
+    ------
+    StaticschedError
+        For bad input (``InputError`` subclasses) or an infeasible problem (``InfeasibleError``).
+    """
+    return compile_graph(
+        graph, hw, time_limit=time_limit, seed=seed, workers=workers, method=method, mode=mode,
+        op_budget=op_budget,
+    ).schedule

@@ -1,0 +1,54 @@
+"""Human-readable tables of a hardware model (``staticsched hw show``)."""
+
+from __future__ import annotations
+
+from staticsched.model.hardware import Hardware
+
+
+def _kib(n: int) -> str:
+    if n == 0:
+        return "unbounded"
+    return f"{n} B ({n / 1024:g} KiB)"
+
+
+def hardware_table(hw: Hardware) -> list[str]:
+    """Lines describing pipes, spaces, sync and costs of ``hw``."""
+    out = [
+        f"hardware  {hw.name}" + (f" — {hw.description}" if hw.description else ""),
+        f"cores     {hw.cores}    clock {hw.clock_ghz:g} GHz    source {hw.source}",
+        "",
+        "pipes",
+    ]
+    width = max(len(u.name) for u in hw.units)
+    for u in hw.units:
+        out.append(f"  {u.name:<{width}}  {u.description}")
+    out += ["", "spaces", f"  {'name':<6} {'capacity':>24} {'alignment':>10}"]
+    for s in hw.spaces:
+        out.append(f"  {s.name:<6} {_kib(s.capacity):>24} {s.alignment:>10}")
+    sy = hw.sync
+    out += [
+        "",
+        "sync",
+        f"  event ids per (src, dst) pipe pair  {sy.event_ids}",
+        f"  flag latency                        {sy.flag_latency} cycles",
+        f"  cross-core event ids                {sy.cross_core_event_ids}",
+        f"  cross-core latency                  {sy.cross_core_latency} cycles",
+    ]
+    if hw.paths:
+        out += ["", "transfer paths (cycles = overhead + ceil(bytes / bytes_per_cycle))"]
+        out.append(f"  {'unit':<8} {'src':>5} -> {'dst':<5} {'B/cycle':>9} {'overhead':>9}")
+        for p in hw.paths:
+            out.append(
+                f"  {p.unit:<8} {p.src:>5} -> {p.dst:<5} {p.bytes_per_cycle:>9g} {p.overhead:>9}"
+            )
+    if hw.cube is not None:
+        c = hw.cube
+        rates = ", ".join(f"{k} {v} MAC/cycle" for k, v in c.macs_per_cycle)
+        out += ["", f"cube      unit {c.unit}, fractal {'x'.join(map(str, c.fractal))}, {rates}, "
+                f"overhead {c.overhead}"]
+    if hw.vector is not None:
+        v = hw.vector
+        passes = ", ".join(f"{k} {p:g}" for k, p in v.passes)
+        out += [f"vector    unit {v.unit}, {v.bytes_per_cycle:g} B/cycle, overhead {v.overhead}, "
+                f"passes: {passes}"]
+    return out
