@@ -7,6 +7,7 @@ wrong type or out-of-range number becomes one line naming where it is.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,6 +29,19 @@ class Problems:
     def raise_if_any(self, error: type[Exception]) -> None:
         if self.lines:
             raise error(self.lines)
+
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.:/+\-\[\]#@]+")
+
+
+def check_name(name: object, what: str, where: str, problems: Problems) -> bool:
+    """Names (ops, items, units, spaces, tensors) are non-empty and free of spaces, quotes and
+    control characters, so every text format can carry them unquoted."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        problems.add(f"{where}: {what} name {name!r} must be non-empty and use only letters, digits "
+                     "and _ . : / + - [ ] # @")
+        return False
+    return True
 
 
 def check_keys(obj: Mapping[str, Any], allowed: Iterable[str], where: str, problems: Problems) -> None:

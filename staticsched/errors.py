@@ -12,7 +12,10 @@ class StaticschedError(Exception):
     def __init__(self, problems: str | list[str] | tuple[str, ...]) -> None:
         if isinstance(problems, str):
             problems = [problems]
-        self.problems: tuple[str, ...] = tuple(problems)
+        # one line per problem, whatever characters the offending input held
+        self.problems: tuple[str, ...] = tuple(
+            str(p).replace("\r", "\\r").replace("\n", "\\n") for p in problems
+        )
         super().__init__("\n".join(self.problems))
 
 

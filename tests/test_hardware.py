@@ -101,6 +101,6 @@ def test_missing_file_and_bad_toml(tmp_path):
         load_hardware(str(tmp_path / "nope.toml"))
     f = tmp_path / "broken.toml"
     f.write_text("name = [unclosed\n")
-    with pytest.raises(HardwareError, match="broken.toml: not valid TOML"):
+    with pytest.raises(HardwareError, match=r"broken\.toml: not valid TOML"):
         load_hardware(str(f))
     assert issubclass(HardwareError, StaticschedError)

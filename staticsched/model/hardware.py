@@ -17,6 +17,7 @@ import attrs
 from staticsched._fields import (
     Problems,
     check_keys,
+    check_name,
     get_int,
     get_list,
     get_mapping,
@@ -192,6 +193,8 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         raise HardwareError(f"{where}: top level must be a table")
     check_keys(data, _TOP_KEYS, where, pr)
     name = get_str(data, "name", where, pr)
+    if name:
+        check_name(name, "hardware", where, pr)
     cores = get_int(data, "cores", where, pr, minimum=1, maximum=4096)
     clock = get_number(data, "clock_ghz", where, pr, default=1.0, positive=True)
     description = get_str(data, "description", where, pr, default="")
@@ -199,6 +202,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     units = []
     for uname, body in get_mapping(data, "units", where, pr, required=True).items():
         w = f"{where}: units.{uname}"
+        check_name(uname, "unit", where, pr)
         if not isinstance(body, dict):
             pr.add(f"{w}: must be a table")
             continue
@@ -211,6 +215,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     spaces = []
     for sname, body in get_mapping(data, "spaces", where, pr, required=True).items():
         w = f"{where}: spaces.{sname}"
+        check_name(sname, "space", where, pr)
         if not isinstance(body, dict):
             pr.add(f"{w}: must be a table")
             continue

@@ -20,6 +20,7 @@ import networkx as nx
 from staticsched._fields import (
     Problems,
     check_keys,
+    check_name,
     get_int,
     get_list,
     get_mapping,
@@ -303,6 +304,7 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
     tensors = []
     for name, body in sorted(get_mapping(data, "tensors", where, pr).items()):
         w = f"{where}: tensor '{name}'"
+        check_name(name, "tensor", where, pr)
         if not isinstance(body, dict):
             pr.add(f"{w}: must be an object")
             continue
@@ -318,6 +320,7 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
     items = []
     for name, body in sorted(get_mapping(data, "items", where, pr).items()):
         w = f"{where}: item '{name}'"
+        check_name(name, "item", where, pr)
         if not isinstance(body, dict):
             pr.add(f"{w}: must be an object")
             continue
@@ -345,7 +348,7 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
             pr.add(f"{w}: must be an object")
             continue
         op_id = get_str(body, "id", w, pr)
-        if op_id:
+        if op_id and check_name(op_id, "op", w, pr):
             w = f"{where}: op '{op_id}'"
         check_keys(body, _OP_KEYS, w, pr)
         kind = get_str(body, "kind", w, pr, default="")
