@@ -28,8 +28,14 @@ def test_seed_davinci_numbers_from_the_seed():
     hw = load_hardware("seed-davinci")
     assert hw.cores == 16 and hw.clock_ghz == 1.8
     caps = {s.name: s.capacity for s in hw.spaces}
-    assert caps == {"GM": 0, "L1": 512 * 1024, "L0A": 64 * 1024, "L0B": 64 * 1024,
-                    "L0C": 256 * 1024, "UB": 256 * 1024}
+    assert caps == {
+        "GM": 0,
+        "L1": 512 * 1024,
+        "L0A": 64 * 1024,
+        "L0B": 64 * 1024,
+        "L0C": 256 * 1024,
+        "UB": 256 * 1024,
+    }
     # 16x16x16 fractal per cycle: a 128^3 tile is 2,097,152 MACs / 4096 = 512 cycles
     assert hw.cube.cycles(128, 128, 128) == 512
     # tails pad to the fractal: 1x128x128 costs as 16x128x128
@@ -69,17 +75,26 @@ def _bad(mutate) -> str:
         (lambda d: d.pop("units"), "missing required key 'units'"),
         (lambda d: d["sync"].update(event_ids=-1), "sync: 'event_ids' = -1"),
         (lambda d: d["sync"].update(flag_latancy=1), "sync: unknown key 'flag_latancy'"),
-        (lambda d: d.update(paths=[{"unit": "NOPE", "src": "GM", "dst": "L1", "bytes_per_cycle": 1}]),
-         "paths[0]: unknown unit 'NOPE'"),
-        (lambda d: d.update(paths=[{"unit": "DMA", "src": "GM", "dst": "L9", "bytes_per_cycle": 1}]),
-         "paths[0]: unknown space 'L9'"),
-        (lambda d: d.update(paths=[{"unit": "DMA", "src": "GM", "dst": "L1", "bytes_per_cycle": 0}]),
-         "paths[0]: 'bytes_per_cycle' must be > 0"),
-        (lambda d: d.update(cube={"unit": "CUBE", "macs_per_cycle": {"float9": 4}}),
-         "cube: macs_per_cycle: unknown dtype 'float9'"),
-        (lambda d: d.update(cube={"unit": "CUBE", "fractal": [16, 16],
-                                  "macs_per_cycle": {"float16": 4}}),
-         "cube: 'fractal' must be three positive integers"),
+        (
+            lambda d: d.update(paths=[{"unit": "NOPE", "src": "GM", "dst": "L1", "bytes_per_cycle": 1}]),
+            "paths[0]: unknown unit 'NOPE'",
+        ),
+        (
+            lambda d: d.update(paths=[{"unit": "DMA", "src": "GM", "dst": "L9", "bytes_per_cycle": 1}]),
+            "paths[0]: unknown space 'L9'",
+        ),
+        (
+            lambda d: d.update(paths=[{"unit": "DMA", "src": "GM", "dst": "L1", "bytes_per_cycle": 0}]),
+            "paths[0]: 'bytes_per_cycle' must be > 0",
+        ),
+        (
+            lambda d: d.update(cube={"unit": "CUBE", "macs_per_cycle": {"float9": 4}}),
+            "cube: macs_per_cycle: unknown dtype 'float9'",
+        ),
+        (
+            lambda d: d.update(cube={"unit": "CUBE", "fractal": [16, 16], "macs_per_cycle": {"float16": 4}}),
+            "cube: 'fractal' must be three positive integers",
+        ),
         (lambda d: d.update(vector={"unit": "VPU", "bytes_per_cycle": 4}), "vector: unknown unit 'VPU'"),
     ],
 )

@@ -14,24 +14,33 @@ from staticsched.model.hardware import hardware_from_dict
 from staticsched.model.opgraph import opgraph_from_dict
 
 _scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
 )
 _json = st.recursive(
     _scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
 _GOOD_GRAPH = {
-    "format": "staticsched.opgraph", "version": 1,
+    "format": "staticsched.opgraph",
+    "version": 1,
     "items": {"t0": {"space": "L1", "bytes": 1024}},
-    "ops": [{"id": "a", "unit": "DMA", "duration": 3, "writes": ["t0"]},
-            {"id": "b", "unit": "CUBE", "duration": 4, "reads": ["t0"], "deps": ["a"]}],
+    "ops": [
+        {"id": "a", "unit": "DMA", "duration": 3, "writes": ["t0"]},
+        {"id": "b", "unit": "CUBE", "duration": 4, "reads": ["t0"], "deps": ["a"]},
+    ],
 }
 _GOOD_HW = {
-    "name": "h", "cores": 1, "units": {"DMA": {}, "CUBE": {}},
+    "name": "h",
+    "cores": 1,
+    "units": {"DMA": {}, "CUBE": {}},
     "spaces": {"GM": {"capacity": 0}, "L1": {"capacity": 4096, "alignment": 32}},
     "sync": {"event_ids": 2},
 }

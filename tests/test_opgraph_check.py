@@ -79,8 +79,10 @@ def test_access_order_edges():
         (lambda d: d["ops"][1].update(unit="VPU"), "op 'mm0': unknown unit 'VPU'"),
         (lambda d: d["items"]["t0"].update(space="L9"), "item 't0': unknown space 'L9'"),
         (lambda d: d["ops"].append(dict(d["ops"][2])), "op 'mm1': duplicate id"),
-        (lambda d: d["items"]["t0"].update(bytes=70000),
-         "item 't0': 70000 bytes do not fit space 'L1' of 65536 bytes"),
+        (
+            lambda d: d["items"]["t0"].update(bytes=70000),
+            "item 't0': 70000 bytes do not fit space 'L1' of 65536 bytes",
+        ),
         (lambda d: d["ops"][2].update(reads=["t1", "ghost"]), "op 'mm1': unknown item 'ghost'"),
         (lambda d: d["ops"][0].update(deps=["nope"]), "op 'ld0': dependency on unknown op 'nope'"),
         (lambda d: d["ops"][0].update(deps=["ld0"]), "op 'ld0': depends on itself"),
