@@ -1,0 +1,287 @@
+"""``verify(program, hw)``: run every check on a program and collect the findings in a Report.
+
+The verifier reads only the program (or its file) and the hardware model. It
+never imports the solver or the sync planner: a verifier that trusts the
+producer proves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from staticsched.errors import InputError, StaticschedError
+from staticsched.model.hardware import Hardware, load_hardware
+from staticsched.model.program import Program
+from staticsched.verify import numeric as numreplay
+from staticsched.verify.conformance import conformance_findings
+from staticsched.verify.flags import double_set_findings, static_flag_findings
+from staticsched.verify.hb import flags_pass, race_findings, timed_pass
+from staticsched.verify.index import OP, SET, WAIT, ProgramIndex
+from staticsched.verify.jitter import jitter_findings
+from staticsched.verify.memory import live_range_findings, placement_findings
+from staticsched.verify.replay import Replay, simulate
+from staticsched.verify.report import CHECKS, Finding, Report
+
+T = TypeVar("T")
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    def run(self, name: str, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kw)
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+
+
+def _load_program(path: str | Path) -> Program:
+    # the reader module only: the rest of staticsched.emit (the sync planner) stays unimported
+    from staticsched.emit.load import load_program
+
+    return load_program(path)
+
+
+def verify(
+    program: Program | str | Path,
+    hw: Hardware | str | Path,
+    *,
+    jitter: int = 0,
+    seed: int = 0,
+    numeric: bool = False,
+    tolerance: float | None = None,
+) -> Report:
+    """Check a program for races, flag misuse, deadlocks, memory errors, timetable conformance,
+    timing robustness and (optionally) numbers.
+
+    Parameters
+    ----------
+    program
+        A :class:`Program`, or the path of a program file (text or JSON, read with
+        ``staticsched.emit.load_program``).
+    hw
+        The hardware model, a preset name or a TOML path.
+    jitter
+        Number of replays with seeded random durations (0.5x-3x) to run.
+    seed
+        Seeds the jitter durations and the numeric inputs.
+    numeric
+        Replay the data with NumPy and compare every written GM tensor against the reference
+        of the program's source TaskGraph.
+    tolerance
+        Max element error allowed by the numeric comparison (default
+        :data:`staticsched.verify.numeric.DEFAULT_TOLERANCE`).
+
+    Returns
+    -------
+    Report
+        ``ok`` when no check found anything; otherwise every finding, grouped by check.
+
+    Raises
+    ------
+    ProgramError
+        When a program file cannot be parsed.
+    InputError
+        For bad arguments (negative ``jitter``, non-positive ``tolerance``) or a bad hardware
+        model. Problems *inside* a well-formed program are findings, not exceptions.
+    """
+    _check_args(jitter, seed, tolerance)
+    tol = numreplay.DEFAULT_TOLERANCE if tolerance is None else float(tolerance)
+    hw = load_hardware(hw)
+    if isinstance(program, str | Path):
+        program = _load_program(program)
+    if not isinstance(program, Program):
+        raise InputError(f"verify: expected a Program or a path, got {type(program).__name__}")
+
+    clock = _Timer()
+    found: dict[str, list[Finding]] = {c: [] for c in CHECKS}
+    ix = clock.run("index", ProgramIndex, program, hw)
+    found["input"].extend(ix.problems)
+    found["flag"].extend(clock.run("flags", static_flag_findings, ix))
+
+    rep = clock.run("replay", simulate, ix)
+    found["flag"].extend(double_set_findings(ix, rep.double_sets))
+    found["deadlock"].extend(_deadlock_findings(ix, rep))
+
+    if ix.timed:
+        det = clock.run("races", timed_pass, ix, rep)
+    else:
+        det, reuse = clock.run("races", flags_pass, ix, rep)
+        found["flag"].extend(reuse)
+    found["race"].extend(race_findings(ix, det, rep))
+
+    found["memory"].extend(clock.run("memory", placement_findings, ix))
+    found["memory"].extend(clock.run("memory", live_range_findings, ix, rep))
+    found["conformance"].extend(clock.run("conformance", conformance_findings, ix, rep))
+
+    stats: dict[str, Any] = _counts(ix, rep)
+    data = None
+    if numeric:
+        data = clock.run("numeric", _numeric, ix, rep, seed, tol, found, stats)
+    else:
+        stats["numeric"] = "not requested"
+    if jitter:
+        found["jitter"].extend(
+            clock.run(
+                "jitter",
+                jitter_findings,
+                ix,
+                rep,
+                jitter,
+                seed,
+                known_races=frozenset(det.races),
+                data=data,
+            )
+        )
+    stats["jitter_replays"] = jitter
+    findings = [f for c in CHECKS for f in found[c]]
+    return Report(findings, stats, clock.timings)
+
+
+def _check_args(jitter: Any, seed: Any, tolerance: Any) -> None:
+    problems = []
+    if isinstance(jitter, bool) or not isinstance(jitter, int) or jitter < 0:
+        problems.append(f"verify: jitter must be an integer >= 0, got {jitter!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        problems.append(f"verify: seed must be an integer >= 0, got {seed!r}")
+    if tolerance is not None and (
+        isinstance(tolerance, bool)
+        or not isinstance(tolerance, int | float)
+        or not math.isfinite(tolerance)
+        or tolerance <= 0
+    ):
+        problems.append(f"verify: tolerance must be a finite number > 0, got {tolerance!r}")
+    if problems:
+        raise InputError(problems)
+
+
+def _deadlock_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
+    out = []
+    for st in rep.stuck:
+        g = st.involved[0] if st.involved else st.released
+        out.append(
+            Finding(
+                "deadlock",
+                "hb_cycle" if st.cyclic else "stuck",
+                st.chain,
+                ops=tuple(ix.op_label(x) for x in st.involved),
+                core=ix.core_of(g),
+                pipes=tuple(dict.fromkeys(ix.unit_of(x) for x in st.involved)),
+                cycle=st.time,
+            )
+        )
+    hidden = rep.stuck_count - len(rep.stuck)
+    if hidden > 0:
+        out.append(
+            Finding(
+                "deadlock",
+                "stuck",
+                f"{hidden} further stuck states after forcing waits open are not listed",
+            )
+        )
+    return out
+
+
+def _counts(ix: ProgramIndex, rep: Replay) -> dict[str, Any]:
+    roles = ix.role
+    return {
+        "mode": ix.program.mode,
+        "cores": len({st.core for st in ix.streams}),
+        "streams": len(ix.streams),
+        "instructions": ix.n,
+        "micro_ops": sum(1 for r in roles if r == OP),
+        "sets": sum(1 for r in roles if r == SET),
+        "waits": sum(1 for r in roles if r == WAIT),
+        "items": len(ix.items),
+        "replay_makespan": rep.makespan,
+        "program_makespan": ix.program.makespan,
+    }
+
+
+def _numeric(
+    ix: ProgramIndex,
+    rep: Replay,
+    seed: int,
+    tolerance: float,
+    found: dict[str, list[Finding]],
+    stats: dict[str, Any],
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
+    """Numeric replay against the source TaskGraph's reference; returns ``(inputs, gm)`` of the
+    nominal run for the jitter comparison, or None when it could not run."""
+    if not ix.program.source:
+        stats["numeric"] = "not applicable (program has no source TaskGraph)"
+        found["input"].append(
+            Finding(
+                "input",
+                "numeric_not_applicable",
+                "numeric replay was requested but the program carries no source TaskGraph "
+                "(programs scheduled from an OpGraph have none)",
+            )
+        )
+        return None
+    if ix.problems:
+        stats["numeric"] = "not run (input findings)"
+        return None
+    blockers = numreplay.replayable(ix)
+    if blockers:
+        stats["numeric"] = "not run (untyped items)"
+        found["numeric"].extend(blockers)
+        return None
+    prepared = _reference(ix.program.source, seed)
+    if isinstance(prepared, Finding):
+        stats["numeric"] = "not run (bad source)"
+        found["input"].append(prepared)
+        return None
+    inputs, ref = prepared
+    gm, errors = numreplay.run(ix, rep, inputs)
+    found["numeric"].extend(errors)
+    worst = 0.0
+    for name in numreplay.written_tensors(ix):
+        if name not in ref:
+            found["numeric"].append(
+                Finding(
+                    "numeric",
+                    "no_reference",
+                    f"tensor '{name}' is written but the reference has no such tensor",
+                )
+            )
+            continue
+        err, f = numreplay.compare(ix, rep, name, gm[name], np.asarray(ref[name]), tolerance)
+        worst = max(worst, err)
+        if f is not None:
+            found["numeric"].append(f)
+    for name in sorted(set(ref) - set(numreplay.written_tensors(ix))):
+        found["numeric"].append(
+            Finding("numeric", "missing_output", f"reference tensor '{name}' is never written by the program")
+        )
+    stats["numeric"] = "ok" if not found["numeric"] else "mismatch"
+    stats["numeric_max_error"] = float(f"{worst:.6g}") if math.isfinite(worst) else "inf"
+    stats["numeric_tolerance"] = tolerance
+    return inputs, gm
+
+
+def _reference(source: str, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | Finding:
+    """Inputs and NumPy reference of the source TaskGraph, or an ``input`` finding."""
+    from staticsched.model.reference import make_inputs, reference
+    from staticsched.model.taskgraph import taskgraph_from_dict
+
+    try:
+        data = json.loads(source)
+        tg = taskgraph_from_dict(data, "<program source>")
+    except json.JSONDecodeError as exc:
+        return Finding("input", "bad_source", f"the program's source TaskGraph is not JSON: {exc}")
+    except StaticschedError as exc:
+        return Finding(
+            "input", "bad_source", "the program's source TaskGraph is invalid: " + "; ".join(exc.problems)
+        )
+    inputs = make_inputs(tg, seed)
+    return dict(inputs), dict(reference(tg, inputs))

@@ -1,0 +1,164 @@
+"""Static flag checks: placement, pipes, id ranges and set/wait counts per flag key.
+
+The dynamic ones (double set in a replay, the reuse rule over happens-before)
+live in :mod:`replay` and :mod:`hb`.
+"""
+
+from __future__ import annotations
+
+from staticsched.verify.index import SET, Key, ProgramIndex, key_text
+from staticsched.verify.report import Finding
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def static_flag_findings(ix: ProgramIndex) -> list[Finding]:
+    """Problems visible without running the program, grouped so one mistake is one finding.
+
+    Kinds: ``wrong_pipe`` (a set not on its source pipe, a wait not on its destination
+    pipe), ``self_flag``, ``unknown_unit``, ``unknown_core``, ``id_out_of_range``,
+    ``flag_in_timed_mode``, ``unpaired_set``, ``unpaired_wait``.
+    """
+    hw = ix.hw
+    units = set(hw.unit_names)
+    # (kind, key) -> gids, so that one bad key is reported once with a count
+    grouped: dict[tuple[str, Key], list[int]] = {}
+    messages: dict[tuple[str, Key], str] = {}
+
+    def note(kind: str, key: Key, gid: int, message: str) -> None:
+        grouped.setdefault((kind, key), []).append(gid)
+        messages.setdefault((kind, key), message)
+
+    for g in range(ix.n):
+        key = ix.key_of[g]
+        if key is None:
+            continue
+        ins = ix.instr[g]
+        core, unit = ix.core_of(g), ix.unit_of(g)
+        if ix.timed:
+            note("flag_in_timed_mode", key, g, f"{ix.describe(g)}: a timed-mode program has no flags")
+        if key[0] == "flag":
+            home = ins.src if ix.role[g] == SET else ins.dst
+            if home != unit:
+                side = "source" if ix.role[g] == SET else "destination"
+                note(
+                    "wrong_pipe",
+                    key,
+                    g,
+                    f"{ix.describe(g)} sits in the {unit} stream but its {side} pipe is {home}",
+                )
+            if ins.src == ins.dst:
+                note("self_flag", key, g, f"{ix.describe(g)}: a flag from pipe {ins.src} to itself")
+            for end in (ins.src, ins.dst):
+                if end not in units:
+                    note(
+                        "unknown_unit",
+                        key,
+                        g,
+                        f"{ix.describe(g)} names pipe '{end}', which core {core} of hardware "
+                        f"'{hw.name}' does not have (pipes: {', '.join(hw.unit_names)})",
+                    )
+            limit = hw.sync.event_ids
+        else:
+            if ins.peer_core == core:
+                note("self_flag", key, g, f"{ix.describe(g)}: a cross-core flag from core {core} to itself")
+            elif not 0 <= ins.peer_core < hw.cores:
+                note(
+                    "unknown_core",
+                    key,
+                    g,
+                    f"{ix.describe(g)} names core {ins.peer_core}, out of range 0..{hw.cores - 1}",
+                )
+            limit = hw.sync.cross_core_event_ids
+        if not 0 <= ins.event < limit:
+            note(
+                "id_out_of_range",
+                key,
+                g,
+                f"{ix.describe(g)}: id {ins.event} is outside 0..{limit - 1} "
+                f"({'cross_core_event_ids' if key[0] == 'cross' else 'event_ids'} = {limit})",
+            )
+    out = []
+    for kind, key in sorted(grouped, key=lambda x: (x[1], x[0])):
+        gids = grouped[(kind, key)]
+        more = f" (and {_plural(len(gids) - 1, 'more instruction')} of this key)" if len(gids) > 1 else ""
+        out.append(_finding(ix, kind, messages[(kind, key)] + more, gids[:1]))
+    out.extend(pairing_findings(ix))
+    return out
+
+
+def pairing_findings(ix: ProgramIndex) -> list[Finding]:
+    """``unpaired_set`` / ``unpaired_wait``: a key whose set and wait counts differ.
+
+    The n-th wait consumes the n-th set, so the surplus is at the end of the longer list;
+    the finding names the first surplus instruction.
+    """
+    out = []
+    for key in ix.flag_keys():
+        sets = ix.sets_of.get(key, [])
+        waits = ix.waits_of.get(key, [])
+        if len(sets) > len(waits):
+            g = sets[len(waits)]
+            extra = len(sets) - len(waits)
+            out.append(
+                _finding(
+                    ix,
+                    "unpaired_set",
+                    f"{key_text(key)} has {_plural(len(sets), 'set')} but {_plural(len(waits), 'wait')}: "
+                    f"{ix.describe(g)}"
+                    + (f" and {extra - 1} later" if extra > 1 else "")
+                    + " never consumed, so the flag is still set at the end",
+                    [g],
+                )
+            )
+        elif len(waits) > len(sets):
+            g = waits[len(sets)]
+            extra = len(waits) - len(sets)
+            out.append(
+                _finding(
+                    ix,
+                    "unpaired_wait",
+                    f"{key_text(key)} has {_plural(len(waits), 'wait')} but {_plural(len(sets), 'set')}: "
+                    f"{ix.describe(g)}"
+                    + (f" and {extra - 1} later" if extra > 1 else "")
+                    + " can never be satisfied",
+                    [g],
+                )
+            )
+    return out
+
+
+def _finding(ix: ProgramIndex, kind: str, message: str, gids: list[int]) -> Finding:
+    g = gids[0]
+    return Finding(
+        "flag",
+        kind,
+        message,
+        ops=tuple(ix.op_label(x) for x in gids),
+        core=ix.core_of(g),
+        pipes=(ix.unit_of(g),),
+    )
+
+
+def double_set_findings(
+    ix: ProgramIndex, double_sets: list[tuple[int, int, int]], *, check: str = "flag", note: str = ""
+) -> list[Finding]:
+    """One finding per dynamic double set of a replay."""
+    out = []
+    for g, prev, t in double_sets:
+        key = ix.key_of[g]
+        out.append(
+            Finding(
+                check,
+                "double_set",
+                f"{ix.describe(g)} fires at cycle {t} while {key_text(key)} is still set by "
+                f"{ix.describe(prev)}{note}",
+                ops=(ix.op_label(g), ix.op_label(prev)),
+                core=ix.core_of(g),
+                pipes=(ix.unit_of(g),),
+                cycle=t,
+            )
+        )
+    return out

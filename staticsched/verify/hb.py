@@ -1,0 +1,188 @@
+"""Happens-before: vector clocks, FastTrack-style race detection and the flag reuse rule.
+
+HB in flags mode is program order on each stream plus an edge from the n-th set
+of a flag key to the n-th wait of it (the pairing :mod:`replay` uses). Vector
+clocks are kept per stream over the streams of its component (cores joined by
+cross flags); a component never orders another one, so GM accesses of
+different components are always concurrent. In timed mode HB comes from the
+replay's exact cycles: ``a`` happens before ``b`` when ``a`` ends no later than
+``b`` starts (an interval order, hence transitive).
+
+Races are found FastTrack style: per memory segment the last write and, per
+stream, the last read since that write. Every access is checked against those
+epochs only, which is linear in the number of accesses; the state is exact
+because same-stream accesses are ordered and HB is transitive. Like FastTrack,
+a location keeps reporting from its latest write on, so a racy program yields at
+least one race per racy location, not every racing pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from staticsched.verify.index import OP, SET, Key, ProgramIndex, key_text
+from staticsched.verify.replay import Replay
+from staticsched.verify.report import Finding
+
+#: an access epoch: (gid, stream, clock, access label)
+Epoch = tuple[int, int, int, str]
+
+
+class RaceDetector:
+    """Per-segment last write and reads-since-write; collects racing pairs in detection order."""
+
+    def __init__(self) -> None:
+        self.last_write: dict[int, Epoch] = {}
+        self.reads: dict[int, dict[int, Epoch]] = {}
+        #: (earlier gid, later gid) -> (kind, earlier label, later label)
+        self.races: dict[tuple[int, int], tuple[str, str, str]] = {}
+
+    def access(self, me: Epoch, segs: Sequence[int], write: bool, hb: Callable[[Epoch], bool]) -> None:
+        """Check one access ``me`` of ``segs`` against the state, then record it.
+
+        ``hb(e)`` says whether epoch ``e`` happens before the current access.
+        """
+        gid, stream = me[0], me[1]
+        last_write, reads, races = self.last_write, self.reads, self.races
+        for seg in segs:
+            w = last_write.get(seg)
+            if w is not None and w[0] != gid and w[1] != stream and not hb(w):
+                races.setdefault((w[0], gid), ("WAW" if write else "RAW", w[3], me[3]))
+            if write:
+                rs = reads.pop(seg, None)
+                if rs:
+                    for r in rs.values():
+                        if r[0] != gid and r[1] != stream and not hb(r):
+                            races.setdefault((r[0], gid), ("WAR", r[3], me[3]))
+                last_write[seg] = me
+            else:
+                rs = reads.get(seg)
+                if rs is None:
+                    reads[seg] = {stream: me}
+                else:
+                    rs[stream] = me
+
+
+def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Finding]]:
+    """Vector clocks over ``rep.order``: races of every micro-op access, and the reuse rule.
+
+    Returns
+    -------
+    detector, reuse_findings
+        The race detector (its ``races``) and one ``flag``/``reuse_rule`` finding per set that is
+        not happens-after the wait consuming the previous set of its key.
+    """
+    nstreams = len(ix.streams)
+    comp = ix.comp_of_stream
+    local = ix.local_of_stream
+    vcs = [[0] * ix.comp_size[comp[s]] for s in range(nstreams)]
+    snapshots: dict[int, list[int]] = {}
+    wait_epochs: dict[Key, list[tuple[int, int, int] | None]] = {}
+    set_count: dict[Key, int] = {}
+    det = RaceDetector()
+    reuse: list[Finding] = []
+    role, stream_of, accesses = ix.role, ix.stream_of, ix.accesses
+    for g in rep.order:
+        s = stream_of[g]
+        v = vcs[s]
+        v[local[s]] += 1
+        r = role[g]
+        if r == OP:
+            cs = comp[s]
+
+            def hb(e: Epoch, v: list[int] = v, cs: int = cs) -> bool:
+                return comp[e[1]] == cs and e[2] <= v[local[e[1]]]
+
+            clock = v[local[s]]
+            for acc in accesses[g]:
+                det.access((g, s, clock, acc.label), acc.segs, acc.write, hb)
+        elif r == SET:
+            k = ix.key_of[g]
+            i = set_count.get(k, 0)
+            set_count[k] = i + 1
+            snapshots[g] = list(v)
+            if i >= 1:
+                prev = wait_epochs.get(k, [])
+                ep = prev[i - 1] if len(prev) >= i else None
+                if len(prev) < i:
+                    static = ix.waits_of.get(k, [])
+                    reuse.append(_reuse_finding(ix, k, g, i, static[i - 1] if len(static) >= i else -1))
+                elif ep is not None and (comp[ep[1]] != comp[s] or ep[2] > v[local[ep[1]]]):
+                    reuse.append(_reuse_finding(ix, k, g, i, ep[0]))
+        else:
+            k = ix.key_of[g]
+            m = rep.matched[g]
+            if m >= 0:
+                snap = snapshots.pop(m)
+                if len(snap) == len(v):
+                    v[:] = map(max, v, snap)
+                wait_epochs.setdefault(k, []).append((g, s, v[local[s]]))
+            else:
+                wait_epochs.setdefault(k, []).append(None)
+    return det, reuse
+
+
+def _reuse_finding(ix: ProgramIndex, k: Key, g: int, i: int, prev_wait: int) -> Finding:
+    if prev_wait >= 0:
+        why = f"is not ordered after {ix.describe(prev_wait)}, the wait that consumes set #{i - 1}"
+        ops = (ix.op_label(g), ix.op_label(prev_wait))
+        pipes = (ix.unit_of(g), ix.unit_of(prev_wait))
+    else:
+        why = f"follows set #{i - 1}, which no wait consumes"
+        ops = (ix.op_label(g),)
+        pipes = (ix.unit_of(g),)
+    return Finding(
+        "flag",
+        "reuse_rule",
+        f"set #{i} of {key_text(k)}: {ix.describe(g)} {why}; under some timing it sets a flag "
+        f"that is still set (double set)",
+        ops=ops,
+        core=ix.core_of(g),
+        pipes=pipes,
+    )
+
+
+def timed_pass(ix: ProgramIndex, rep: Replay) -> RaceDetector:
+    """Races when HB is "ends no later than the other starts" in replay ``rep`` (timed mode,
+    or a jittered replay of a timed program)."""
+    det = RaceDetector()
+    start, end = rep.start, rep.end
+    for g in rep.order:
+        if ix.role[g] != OP or not ix.accesses[g]:
+            continue
+        s = ix.stream_of[g]
+        t = start[g]
+
+        def hb(e: Epoch, t: int = t) -> bool:
+            return end[e[0]] <= t
+
+        for acc in ix.accesses[g]:
+            det.access((g, s, s, acc.label), acc.segs, acc.write, hb)
+    return det
+
+
+def race_findings(
+    ix: ProgramIndex, det: RaceDetector, rep: Replay, *, check: str = "race", skip: frozenset = frozenset()
+) -> list[Finding]:
+    """One finding per racing pair (except pairs in ``skip``), in detection order."""
+    out = []
+    for (a, b), (kind, la, lb) in det.races.items():
+        if (a, b) in skip:
+            continue
+        ca, cb = ix.core_of(a), ix.core_of(b)
+        scope = "inter-core" if ca != cb else "inter-pipe"
+        verb = {"RAW": ("writes", "reads"), "WAR": ("reads", "writes"), "WAW": ("writes", "writes")}[kind]
+        out.append(
+            Finding(
+                check,
+                kind,
+                f"{kind} {scope} race: {ix.describe(a)} {verb[0]} {la} at cycles "
+                f"[{rep.start[a]}, {rep.end[a]}) and {ix.describe(b)} {verb[1]} {lb} at cycles "
+                f"[{rep.start[b]}, {rep.end[b]}) are not ordered by happens-before",
+                ops=(ix.op_label(a), ix.op_label(b)),
+                core=ca if ca == cb else -1,
+                pipes=(ix.unit_of(a), ix.unit_of(b)),
+                cycle=rep.start[b],
+            )
+        )
+    return out

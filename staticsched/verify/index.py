@@ -1,0 +1,457 @@
+"""A flat, resolved view of a :class:`Program` that every check reads.
+
+Instructions get global ids (``gid``) in stream order; names (items, tensors,
+units, kinds) are resolved once, and whatever does not resolve becomes an
+``input`` finding instead of an exception later. Memory is cut into
+*segments*: the elementary byte ranges between item boundaries of one core's
+bounded space, one segment per item of an unbounded space, and the cells of a
+grid over each written GM tensor (row and column boundaries of all regions that
+touch it). Two accesses overlap exactly when they share a segment, which is
+what lets the race detector keep per-segment state.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Any
+
+import attrs
+import numpy as np
+
+from staticsched.model.hardware import DTYPE_BYTES, Hardware
+from staticsched.model.opgraph import Tensor
+from staticsched.model.opkinds import KINDS
+from staticsched.model.program import Instr, ProgItem, Program
+from staticsched.verify.report import Finding
+
+OP, SET, WAIT = 0, 1, 2
+
+MNEMONICS = {
+    "set_flag": "SET_FLAG",
+    "wait_flag": "WAIT_FLAG",
+    "set_cross": "SET_CROSS",
+    "wait_cross": "WAIT_CROSS",
+}
+
+#: a flag key: ``("flag", core, src, dst, event)`` or ``("cross", src_core, dst_core, event)``
+Key = tuple
+
+
+@attrs.frozen
+class Access:
+    """One operand access of a micro-op: ``label`` names the data, ``segs`` the segments."""
+
+    label: str
+    segs: tuple[int, ...] = attrs.field(converter=tuple)
+    write: bool
+
+
+@attrs.frozen
+class GmAccess:
+    """A load/store's GM region, kept for the bounds check and numeric replay."""
+
+    gid: int
+    tensor: str
+    region: tuple[tuple[int, int], tuple[int, int]]
+    write: bool
+
+
+def key_text(key: Key) -> str:
+    """How a flag key reads in messages."""
+    if key[0] == "flag":
+        _, core, src, dst, event = key
+        return f"flag {src}->{dst} id {event} on core {core}"
+    _, src_core, dst_core, event = key
+    return f"cross flag core {src_core}->core {dst_core} id {event}"
+
+
+def _region(value: Any) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The region as int pairs, or None when it is not ``((r0, r1), (c0, c1))`` with r0<r1, c0<c1."""
+    try:
+        (r0, r1), (c0, c1) = value
+    except (TypeError, ValueError):
+        return None
+    vals = (r0, r1, c0, c1)
+    if not all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in vals):
+        return None
+    if not (0 <= r0 < r1 and 0 <= c0 < c1):
+        return None
+    return ((int(r0), int(r1)), (int(c0), int(c1)))
+
+
+def region_text(tensor: str, region: tuple[tuple[int, int], tuple[int, int]]) -> str:
+    (r0, r1), (c0, c1) = region
+    return f"GM {tensor}[{r0}:{r1}, {c0}:{c1}]"
+
+
+class ProgramIndex:
+    """Resolved instructions, flag keys, memory segments and ``input`` findings of a program.
+
+    Parameters
+    ----------
+    program, hw
+        What to index. Nothing here trusts ``Instr.cycle``; it is only copied into ``cycle``
+        for the conformance check and timed mode.
+    """
+
+    def __init__(self, program: Program, hw: Hardware) -> None:
+        self.program = program
+        self.hw = hw
+        self.problems: list[Finding] = []
+        self.timed = program.mode == "timed"
+        self.streams = list(program.streams)
+        self.stream_gids: list[list[int]] = []
+        self.instr: list[Instr] = []
+        self.stream_of: list[int] = []
+        self.pos_of: list[int] = []
+        self.role: list[int] = []
+        self.key_of: list[Key | None] = []
+        self.dur: list[int] = []
+        self.cycle: list[int] = []
+        self.latency: list[int] = []
+        self.accesses: list[tuple[Access, ...]] = []
+        self.gm_accesses: list[GmAccess] = []
+        self.sets_of: dict[Key, list[int]] = {}
+        self.waits_of: dict[Key, list[int]] = {}
+        self.op_gid: dict[str, int] = {}
+        self.items: dict[str, ProgItem] = {}
+        self.tensors: dict[str, Tensor] = {}
+        self.seg_count = 0
+        self._item_segs: dict[str, tuple[int, ...]] = {}
+        self._item_where: dict[str, str] = {}
+
+        self._check_header()
+        self._index_tensors()
+        self._index_items()
+        self._index_streams()
+        self._index_segments()
+        self._index_components()
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def n(self) -> int:
+        return len(self.instr)
+
+    def _input(self, kind: str, message: str, **kw: Any) -> None:
+        self.problems.append(Finding("input", kind, message, **kw))
+
+    def unit_of(self, gid: int) -> str:
+        return self.streams[self.stream_of[gid]].unit
+
+    def core_of(self, gid: int) -> int:
+        return self.streams[self.stream_of[gid]].core
+
+    def op_label(self, gid: int) -> str:
+        """The id of a micro-op, or ``core<c>.<PIPE>#<index>`` for a sync instruction."""
+        ins = self.instr[gid]
+        if self.role[gid] == OP and ins.id:
+            return ins.id
+        return f"core{self.core_of(gid)}.{self.unit_of(gid)}#{self.pos_of[gid]}"
+
+    def describe(self, gid: int) -> str:
+        """``'load3' (core 0 MTE2)`` or ``SET_FLAG MTE2->CUBE id 0 (core 0 MTE2#7, after 'load3')``."""
+        ins = self.instr[gid]
+        s = self.stream_of[gid]
+        core, unit = self.streams[s].core, self.streams[s].unit
+        if self.role[gid] == OP:
+            return f"'{self.op_label(gid)}' (core {core} {unit})"
+        if ins.kind in ("set_flag", "wait_flag"):
+            what = f"{MNEMONICS[ins.kind]} {ins.src}->{ins.dst} id {ins.event}"
+        else:
+            what = f"{MNEMONICS[ins.kind]} peer core {ins.peer_core} id {ins.event}"
+        return f"{what} (core {core} {unit}#{self.pos_of[gid]}{self._context(gid)})"
+
+    def _context(self, gid: int) -> str:
+        """Where a sync instruction sits: after / before the nearest micro-op of its stream."""
+        gids = self.stream_gids[self.stream_of[gid]]
+        pos = self.pos_of[gid]
+        for p in range(pos - 1, -1, -1):
+            if self.role[gids[p]] == OP:
+                return f", after {self.op_label(gids[p])!r}"
+        for p in range(pos + 1, len(gids)):
+            if self.role[gids[p]] == OP:
+                return f", before {self.op_label(gids[p])!r}"
+        return ""
+
+    # ------------------------------------------------------------------ header, tensors, items
+    def _check_header(self) -> None:
+        prog, hw = self.program, self.hw
+        if prog.mode not in ("flags", "timed"):
+            self._input(
+                "bad_mode", f"program mode {prog.mode!r} is not 'flags' or 'timed'; checked as 'flags'"
+            )
+        if prog.hw != hw.name:
+            self._input(
+                "hw_mismatch",
+                f"program was built for hardware {prog.hw!r} but is verified against {hw.name!r}",
+            )
+
+    def _index_tensors(self) -> None:
+        for t in self.program.tensors:
+            if t.name in self.tensors:
+                self._input("duplicate_tensor", f"tensor '{t.name}' is declared twice")
+                continue
+            if len(t.shape) != 2 or not all(isinstance(x, int) and x > 0 for x in t.shape):
+                self._input("bad_shape", f"tensor '{t.name}': shape {list(t.shape)} is not two positive ints")
+            if t.dtype not in DTYPE_BYTES:
+                self._input("bad_dtype", f"tensor '{t.name}': unknown dtype {t.dtype!r}")
+            self.tensors[t.name] = t
+
+    def _index_items(self) -> None:
+        hw = self.hw
+        for it in self.program.items:
+            w = f"item '{it.name}'"
+            if it.name in self.items:
+                self._input("duplicate_item", f"{w} is declared twice")
+                continue
+            self.items[it.name] = it
+            if it.space and not hw.has_space(it.space):
+                self._input(
+                    "unknown_space",
+                    f"{w}: unknown space '{it.space}' (hardware '{hw.name}' has {', '.join(hw.space_names)})",
+                    core=it.core,
+                )
+            if self.bounded(it) and not 0 <= it.core < hw.cores:
+                self._input(
+                    "unknown_core", f"{w}: core {it.core} out of range 0..{hw.cores - 1}", core=it.core
+                )
+            if it.bytes < 0:
+                self._input("bad_bytes", f"{w}: bytes must be >= 0, got {it.bytes}")
+            if it.dtype and it.dtype not in DTYPE_BYTES:
+                self._input("bad_dtype", f"{w}: unknown dtype {it.dtype!r}")
+            elif it.dtype and it.shape:
+                need = math.prod(it.shape) * DTYPE_BYTES[it.dtype]
+                if need > it.bytes or any(x <= 0 for x in it.shape):
+                    self._input(
+                        "bad_shape",
+                        f"{w}: shape {list(it.shape)} of {it.dtype} needs {need} bytes, item has {it.bytes}",
+                    )
+
+    def bounded(self, it: ProgItem) -> bool:
+        """True when the item lives at an address of a capacity-limited per-core space."""
+        return bool(it.space) and self.hw.has_space(it.space) and self.hw.space(it.space).bounded
+
+    # ------------------------------------------------------------------ instructions
+    def _index_streams(self) -> None:
+        hw = self.hw
+        units = set(hw.unit_names)
+        seen_streams: set[tuple[int, str]] = set()
+        for s, st in enumerate(self.streams):
+            if (st.core, st.unit) in seen_streams:
+                self._input(
+                    "duplicate_stream", f"core {st.core} has two streams for pipe {st.unit}", core=st.core
+                )
+            seen_streams.add((st.core, st.unit))
+            if not 0 <= st.core < hw.cores:
+                self._input(
+                    "unknown_core",
+                    f"stream core {st.core} {st.unit}: core out of range 0..{hw.cores - 1}",
+                    core=st.core,
+                    pipes=(st.unit,),
+                )
+            if st.unit not in units:
+                self._input(
+                    "unknown_unit",
+                    f"stream core {st.core} {st.unit}: hardware '{hw.name}' has no pipe '{st.unit}' "
+                    f"(pipes: {', '.join(hw.unit_names)})",
+                    core=st.core,
+                    pipes=(st.unit,),
+                )
+            gids = []
+            for pos, ins in enumerate(st.instrs):
+                gid = len(self.instr)
+                gids.append(gid)
+                self.instr.append(ins)
+                self.stream_of.append(s)
+                self.pos_of.append(pos)
+                self._index_instr(gid, ins, st.core, st.unit)
+            self.stream_gids.append(gids)
+
+    def _index_instr(self, gid: int, ins: Instr, core: int, unit: str) -> None:
+        self.cycle.append(ins.cycle if isinstance(ins.cycle, int) else 0)
+        if not isinstance(ins.cycle, int) or ins.cycle < 0:
+            self._input(
+                "bad_cycle", f"core {core} {unit}#{self.pos_of[gid]}: cycle {ins.cycle!r} is not >= 0"
+            )
+        if ins.is_sync:
+            self.role.append(SET if ins.kind.startswith("set") else WAIT)
+            self.dur.append(0)
+            self.accesses.append(())
+            if ins.kind in ("set_flag", "wait_flag"):
+                key: Key = ("flag", core, ins.src, ins.dst, ins.event)
+                self.latency.append(self.hw.sync.flag_latency)
+            elif ins.kind == "set_cross":
+                key = ("cross", core, ins.peer_core, ins.event)
+                self.latency.append(self.hw.sync.cross_core_latency)
+            else:
+                key = ("cross", ins.peer_core, core, ins.event)
+                self.latency.append(self.hw.sync.cross_core_latency)
+            self.key_of.append(key)
+            table = self.sets_of if self.role[gid] == SET else self.waits_of
+            table.setdefault(key, []).append(gid)
+            return
+        self.role.append(OP)
+        self.key_of.append(None)
+        self.latency.append(0)
+        where = f"op '{ins.id}' (core {core} {unit})"
+        if not ins.id:
+            self._input(
+                "missing_id", f"core {core} {unit}#{self.pos_of[gid]}: micro-op without an id", core=core
+            )
+        elif ins.id in self.op_gid:
+            self._input("duplicate_op", f"{where}: id used twice", ops=(ins.id,), core=core)
+        else:
+            self.op_gid[ins.id] = gid
+        if not isinstance(ins.duration, int) or ins.duration < 1:
+            self._input("bad_duration", f"{where}: duration must be >= 1, got {ins.duration!r}", core=core)
+            self.dur.append(max(0, ins.duration) if isinstance(ins.duration, int) else 0)
+        else:
+            self.dur.append(ins.duration)
+        if ins.kind != "op" and ins.kind not in KINDS:
+            self._input(
+                "unknown_kind",
+                f"{where}: unknown instruction kind {ins.kind!r} (kinds: op, {', '.join(KINDS)}, "
+                f"{', '.join(MNEMONICS)})",
+                ops=(ins.id,),
+                core=core,
+            )
+        for name in (*ins.reads, *ins.writes):
+            it = self.items.get(name)
+            if it is None:
+                self._input("unknown_item", f"{where}: unknown item '{name}'", ops=(ins.id,), core=core)
+            elif self.bounded(it) and it.core != core:
+                self._input(
+                    "wrong_core",
+                    f"{where}: accesses item '{name}' that lives in {it.space} of core {it.core}",
+                    ops=(ins.id,),
+                    core=core,
+                )
+        self.accesses.append(())  # filled in by _index_segments
+        kind = KINDS.get(ins.kind)
+        if kind is not None and kind.gm:
+            a = dict(ins.attrs)
+            tensor, region = a.get("tensor"), _region(a.get("region"))
+            if not isinstance(tensor, str) or not tensor:
+                self._input("missing_attr", f"{where}: {ins.kind} needs a 'tensor' attribute", ops=(ins.id,))
+            elif region is None:
+                self._input(
+                    "bad_region",
+                    f"{where}: 'region' {a.get('region')!r} is not ((r0, r1), (c0, c1)) with r0<r1, c0<c1",
+                    ops=(ins.id,),
+                )
+            else:
+                if tensor not in self.tensors:
+                    self._input("unknown_tensor", f"{where}: unknown tensor '{tensor}'", ops=(ins.id,))
+                self.gm_accesses.append(GmAccess(gid, tensor, region, kind.gm == "w"))
+
+    # ------------------------------------------------------------------ memory segments
+    def _index_segments(self) -> None:
+        groups: dict[tuple[int, str], list[ProgItem]] = {}
+        for it in self.items.values():
+            if self.bounded(it):
+                if it.bytes > 0:
+                    groups.setdefault((it.core, it.space), []).append(it)
+                else:
+                    self._item_segs[it.name] = ()
+                    self._item_where[it.name] = f"{it.space} of core {it.core} (empty)"
+            else:
+                self._item_segs[it.name] = (self._new_segs(1)[0],)
+                self._item_where[it.name] = f"item '{it.name}'" + (f" in {it.space}" if it.space else "")
+        for core, space in sorted(groups):
+            items = groups[(core, space)]
+            bounds = sorted({b for it in items for b in (it.offset, it.offset + it.bytes)})
+            base = self._new_segs(len(bounds) - 1)[0] if len(bounds) > 1 else self.seg_count
+            for it in items:
+                lo = bisect.bisect_left(bounds, it.offset)
+                hi = bisect.bisect_left(bounds, it.offset + it.bytes)
+                self._item_segs[it.name] = tuple(range(base + lo, base + hi))
+                self._item_where[it.name] = f"{space}[{it.offset},{it.offset + it.bytes}) of core {core}"
+
+        written = {g.tensor for g in self.gm_accesses if g.write}
+        rows: dict[str, set[int]] = {}
+        cols: dict[str, set[int]] = {}
+        for g in self.gm_accesses:
+            if g.tensor in written:
+                (r0, r1), (c0, c1) = g.region
+                rows.setdefault(g.tensor, set()).update((r0, r1))
+                cols.setdefault(g.tensor, set()).update((c0, c1))
+        grid: dict[str, tuple[list[int], list[int], int]] = {}
+        for name in sorted(written):
+            rb, cb = sorted(rows[name]), sorted(cols[name])
+            base = self.seg_count
+            self._new_segs((len(rb) - 1) * (len(cb) - 1))
+            grid[name] = (rb, cb, base)
+        gm_by_gid: dict[int, list[GmAccess]] = {}
+        for g in self.gm_accesses:
+            gm_by_gid.setdefault(g.gid, []).append(g)
+
+        for gid in range(self.n):
+            if self.role[gid] != OP:
+                continue
+            ins = self.instr[gid]
+            acc = []
+            for names, write in ((ins.reads, False), (ins.writes, True)):
+                for name in names:
+                    if name in self._item_segs:
+                        acc.append(Access(f"{name} = {self._item_where[name]}", self._item_segs[name], write))
+            for g in gm_by_gid.get(gid, ()):
+                segs: tuple[int, ...] = ()
+                if g.tensor in grid:
+                    rb, cb, base = grid[g.tensor]
+                    (r0, r1), (c0, c1) = g.region
+                    i0, i1 = bisect.bisect_left(rb, r0), bisect.bisect_left(rb, r1)
+                    j0, j1 = bisect.bisect_left(cb, c0), bisect.bisect_left(cb, c1)
+                    ncol = len(cb) - 1
+                    segs = tuple(base + i * ncol + j for i in range(i0, i1) for j in range(j0, j1))
+                acc.append(Access(region_text(g.tensor, g.region), segs, g.write))
+            self.accesses[gid] = tuple(acc)
+
+    def _new_segs(self, count: int) -> range:
+        r = range(self.seg_count, self.seg_count + count)
+        self.seg_count += count
+        return r
+
+    # ------------------------------------------------------------------ components
+    def _index_components(self) -> None:
+        """Cores linked by cross flags form one component; streams of different components are
+        never ordered, so vector clocks only span one component."""
+        cores = sorted({st.core for st in self.streams})
+        parent = {c: c for c in cores}
+
+        def find(c: int) -> int:
+            while parent[c] != c:
+                parent[c] = parent[parent[c]]
+                c = parent[c]
+            return c
+
+        for gid in range(self.n):
+            key = self.key_of[gid]
+            if key is not None and key[0] == "cross" and key[1] in parent and key[2] in parent:
+                a, b = find(key[1]), find(key[2])
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+        self.comp_of_stream: list[int] = []
+        self.local_of_stream: list[int] = []
+        sizes: dict[int, int] = {}
+        for st in self.streams:
+            comp = find(st.core)
+            self.comp_of_stream.append(comp)
+            self.local_of_stream.append(sizes.get(comp, 0))
+            sizes[comp] = sizes.get(comp, 0) + 1
+        self.comp_size = sizes
+
+    # ------------------------------------------------------------------ queries used by checks
+    def item_accessors(self) -> dict[str, list[int]]:
+        """Per item, the gids of the micro-ops that read or write it, in gid order."""
+        out: dict[str, list[int]] = {}
+        for gid in range(self.n):
+            if self.role[gid] == OP:
+                ins = self.instr[gid]
+                for name in dict.fromkeys((*ins.reads, *ins.writes)):
+                    out.setdefault(name, []).append(gid)
+        return out
+
+    def flag_keys(self) -> list[Key]:
+        """Every flag key used, sorted."""
+        return sorted(set(self.sets_of) | set(self.waits_of))

@@ -1,0 +1,121 @@
+"""Memory checks: bounds, alignment, overlapping items, accesses outside live ranges."""
+
+from __future__ import annotations
+
+from staticsched.verify.index import ProgramIndex, region_text
+from staticsched.verify.replay import Replay
+from staticsched.verify.report import Finding
+
+
+def placement_findings(ix: ProgramIndex) -> list[Finding]:
+    """``out_of_bounds``, ``misaligned`` and ``item_overlap`` from the declared placements, and
+    GM regions outside their tensor."""
+    hw = ix.hw
+    out: list[Finding] = []
+    groups: dict[tuple[int, str], list] = {}
+    for it in ix.items.values():
+        if not ix.bounded(it):
+            continue
+        sp = hw.space(it.space)
+        where = f"item '{it.name}' in {it.space} of core {it.core}"
+        if it.offset < 0 or it.offset + it.bytes > sp.capacity:
+            out.append(
+                Finding(
+                    "memory",
+                    "out_of_bounds",
+                    f"{where}: bytes [{it.offset}, {it.offset + it.bytes}) exceed the space's "
+                    f"[0, {sp.capacity})",
+                    core=it.core,
+                )
+            )
+        if it.offset % sp.alignment:
+            out.append(
+                Finding(
+                    "memory",
+                    "misaligned",
+                    f"{where}: offset {it.offset} is not a multiple of the {it.space} alignment "
+                    f"{sp.alignment} (off by {it.offset % sp.alignment})",
+                    core=it.core,
+                )
+            )
+        if it.bytes > 0 and it.live_end > it.live_start:
+            groups.setdefault((it.core, it.space), []).append(it)
+    for key in sorted(groups):
+        out.extend(_overlaps(groups[key]))
+    for g in ix.gm_accesses:
+        t = ix.tensors.get(g.tensor)
+        if t is None or len(t.shape) != 2:
+            continue
+        (_, r1), (_, c1) = g.region
+        if r1 > t.shape[0] or c1 > t.shape[1]:
+            out.append(
+                Finding(
+                    "memory",
+                    "out_of_bounds",
+                    f"{ix.describe(g.gid)}: {region_text(g.tensor, g.region)} is outside tensor "
+                    f"'{g.tensor}' of shape [{t.shape[0]}, {t.shape[1]}]",
+                    ops=(ix.op_label(g.gid),),
+                    core=ix.core_of(g.gid),
+                    pipes=(ix.unit_of(g.gid),),
+                )
+            )
+    return out
+
+
+def _overlaps(items: list) -> list[Finding]:
+    """Pairs of items overlapping in bytes while both are live, by a sweep over live starts:
+    only the items still live when the next one starts can collide with it."""
+    out = []
+    active: list = []
+    for it in sorted(items, key=lambda x: (x.live_start, x.live_end, x.offset, x.name)):
+        active = [a for a in active if a.live_end > it.live_start]
+        for a in active:
+            if a.offset < it.offset + it.bytes and it.offset < a.offset + a.bytes:
+                lo, hi = max(a.offset, it.offset), min(a.offset + a.bytes, it.offset + it.bytes)
+                out.append(
+                    Finding(
+                        "memory",
+                        "item_overlap",
+                        f"items '{a.name}' [{a.offset}, {a.offset + a.bytes}) and '{it.name}' "
+                        f"[{it.offset}, {it.offset + it.bytes}) share bytes [{lo}, {hi}) of {it.space} "
+                        f"on core {it.core} while both are live (cycles [{a.live_start}, {a.live_end}) "
+                        f"and [{it.live_start}, {it.live_end}))",
+                        core=it.core,
+                        cycle=it.live_start,
+                    )
+                )
+        active.append(it)
+    return out
+
+
+def live_range_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
+    """``outside_live_range``: a micro-op of the nominal replay touching an item outside the
+    item's declared ``[live_start, live_end)``; one finding per item (first access, count)."""
+    out = []
+    accessors = ix.item_accessors()
+    for name in sorted(accessors):
+        it = ix.items.get(name)
+        if it is None:
+            continue
+        bad = [
+            g
+            for g in accessors[name]
+            if rep.start[g] >= 0 and (rep.start[g] < it.live_start or rep.end[g] > it.live_end)
+        ]
+        if not bad:
+            continue
+        g = min(bad, key=lambda x: (rep.start[x], x))
+        more = f" ({len(bad) - 1} more accesses of it too)" if len(bad) > 1 else ""
+        out.append(
+            Finding(
+                "memory",
+                "outside_live_range",
+                f"{ix.describe(g)} accesses item '{name}' at cycles [{rep.start[g]}, {rep.end[g]}), outside "
+                f"its declared live range [{it.live_start}, {it.live_end}){more}",
+                ops=(ix.op_label(g),),
+                core=ix.core_of(g),
+                pipes=(ix.unit_of(g),),
+                cycle=rep.start[g],
+            )
+        )
+    return out

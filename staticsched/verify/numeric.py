@@ -1,0 +1,307 @@
+"""Numeric replay: run every micro-op's NumPy semantics on byte buffers, in replay order.
+
+Each bounded ``(core, space)`` gets one byte buffer of its capacity, each item of
+an unbounded space its own; an item is a typed view (``dtype``, ``shape``) at its
+offset, so items sharing bytes really share data and a reuse bug corrupts
+numbers. Buffers and never-written GM outputs start as all-ones bytes (NaN in
+float dtypes), so reading data nobody wrote shows up in the output.
+
+An op reads its operands (and GM) when it starts and commits its results when it
+ends: the semantics from :data:`staticsched.model.opkinds.KINDS` run at the start
+on copies of the written views, and GM writes are recorded and applied at the
+end. Ends at a cycle are applied before starts at that cycle, matching
+happens-before (a consumer may start when its producer ends). Ops without a
+kind (``"op"``) are opaque and skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from staticsched.model.opkinds import KINDS
+from staticsched.verify.index import OP, ProgramIndex
+from staticsched.verify.replay import Replay
+from staticsched.verify.report import Finding
+
+#: default max element error (abs error relative to max(1, |reference|)); fp16 outputs carry
+#: ~1e-3 relative rounding and fp32 accumulation order differs from NumPy's, so 2e-2 leaves
+#: room for long K while any wrong tile (errors of order 1) still fails
+DEFAULT_TOLERANCE = 2e-2
+
+#: differing elements listed in a message
+SHOW = 5
+
+_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError, FloatingPointError)
+
+
+class _DeferredTensor:
+    """A GM tensor as the semantics see it: reads go to the array now, writes are recorded."""
+
+    def __init__(self, array: np.ndarray, log: list) -> None:
+        self._array = array
+        self._log = log
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._array.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._array.shape
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self._array[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._log.append((self._array, key, np.array(value, copy=True)))
+
+
+class _DeferredGM(Mapping):
+    def __init__(self, gm: dict[str, np.ndarray], log: list) -> None:
+        self._gm = gm
+        self._log = log
+
+    def __getitem__(self, name: str) -> _DeferredTensor:
+        return _DeferredTensor(self._gm[name], self._log)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._gm)
+
+    def __len__(self) -> int:
+        return len(self._gm)
+
+
+def _finding(kind: str, message: str, ix: ProgramIndex | None = None, gid: int = -1, **kw: Any) -> Finding:
+    if ix is not None and gid >= 0:
+        kw.setdefault("ops", (ix.op_label(gid),))
+        kw.setdefault("core", ix.core_of(gid))
+        kw.setdefault("pipes", (ix.unit_of(gid),))
+    return Finding("numeric", kind, message, **kw)
+
+
+def replayable(ix: ProgramIndex) -> list[Finding]:
+    """Why the program cannot be replayed numerically (empty when it can)."""
+    out = []
+    untyped: dict[str, int] = {}
+    for g in range(ix.n):
+        if ix.role[g] != OP or ix.instr[g].kind not in KINDS:
+            continue
+        ins = ix.instr[g]
+        for name in (*ins.reads, *ins.writes):
+            it = ix.items.get(name)
+            if it is not None and (not it.dtype or not it.shape) and name not in untyped:
+                untyped[name] = g
+    for name, g in untyped.items():
+        out.append(
+            _finding(
+                "untyped_item",
+                f"item '{name}' used by {ix.describe(g)} has no dtype/shape, so its data cannot be replayed",
+                ix,
+                g,
+            )
+        )
+    return out
+
+
+def written_tensors(ix: ProgramIndex) -> list[str]:
+    """GM tensors some op writes, sorted."""
+    return sorted({g.tensor for g in ix.gm_accesses if g.write})
+
+
+def run(
+    ix: ProgramIndex, rep: Replay, inputs: Mapping[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], list[Finding]]:
+    """Replay the data flow of ``rep`` starting from GM ``inputs``.
+
+    Returns
+    -------
+    gm, findings
+        Every GM tensor after the run (inputs copied, outputs allocated from the program's
+        tensor declarations) and ``numeric``/``error`` findings for ops whose semantics failed.
+    """
+    findings: list[Finding] = []
+    gm: dict[str, np.ndarray] = {}
+    for t in ix.tensors.values():
+        if t.name in inputs:
+            arr = np.array(inputs[t.name], copy=True)
+            if arr.shape != tuple(t.shape):
+                findings.append(
+                    _finding(
+                        "error",
+                        f"input tensor '{t.name}' has shape {list(arr.shape)}, the program declares "
+                        f"{list(t.shape)}",
+                    )
+                )
+            gm[t.name] = arr
+        else:
+            gm[t.name] = _poison(tuple(t.shape), t.dtype)
+    for name, arr in inputs.items():
+        gm.setdefault(name, np.array(arr, copy=True))
+
+    views = _views(ix, findings)
+    if views is None:
+        return gm, findings
+    events = []
+    for seq, g in enumerate(rep.order):
+        if ix.role[g] == OP and ix.instr[g].kind in KINDS and rep.start[g] >= 0:
+            events.append((rep.end[g], 0, seq, g))
+            events.append((rep.start[g], 1, seq, g))
+    events.sort()
+    pending: dict[int, tuple[list[np.ndarray], list[np.ndarray], list]] = {}
+    failed = False
+    with np.errstate(all="ignore"):
+        for _, phase, _, g in events:
+            if phase == 1:
+                ins = ix.instr[g]
+                try:
+                    reads = [views[n] for n in ins.reads]
+                    targets = [views[n] for n in ins.writes]
+                    copies = [np.array(v, copy=True) for v in targets]
+                    log: list = []
+                    KINDS[ins.kind].semantics(dict(ins.attrs), reads, copies, _DeferredGM(gm, log))
+                except _ERRORS as exc:
+                    if not failed:
+                        findings.append(
+                            _finding(
+                                "error",
+                                f"{ix.describe(g)} ({ins.kind}) failed in numeric replay: "
+                                f"{type(exc).__name__}: {exc}",
+                                ix,
+                                g,
+                            )
+                        )
+                    failed = True
+                    continue
+                pending[g] = (targets, copies, log)
+            elif g in pending:
+                targets, copies, log = pending.pop(g)
+                for view, value in zip(targets, copies, strict=True):
+                    view[...] = value
+                for array, key, value in log:
+                    array[key] = value
+    return gm, findings
+
+
+def _poison(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """An array of all-ones bytes: NaN for floats, -1 for signed ints."""
+    arr = np.empty(shape, dtype=dtype)
+    arr.view(np.uint8)[...] = 0xFF
+    return arr
+
+
+def _views(ix: ProgramIndex, findings: list[Finding]) -> dict[str, np.ndarray] | None:
+    """Typed views of every typed item into its space buffer (None if one cannot be made)."""
+    hw = ix.hw
+    spans: dict[tuple[int, str], int] = {}
+    for it in ix.items.values():
+        if ix.bounded(it):
+            key = (it.core, it.space)
+            need = math.prod(it.shape) * np.dtype(it.dtype).itemsize if it.dtype and it.shape else 0
+            spans[key] = max(spans.get(key, hw.space(it.space).capacity), it.offset + max(it.bytes, need))
+    bufs = {key: _poison((size,), "uint8") for key, size in sorted(spans.items())}
+    views: dict[str, np.ndarray] = {}
+    for it in ix.items.values():
+        if not it.dtype or not it.shape:
+            continue
+        nbytes = math.prod(it.shape) * np.dtype(it.dtype).itemsize
+        if ix.bounded(it):
+            if it.offset < 0 or it.offset % np.dtype(it.dtype).itemsize:
+                findings.append(
+                    _finding(
+                        "error",
+                        f"item '{it.name}' at offset {it.offset} cannot hold {it.dtype} data",
+                        core=it.core,
+                    )
+                )
+                return None
+            raw = bufs[(it.core, it.space)][it.offset : it.offset + nbytes]
+        else:
+            raw = _poison((max(nbytes, it.bytes),), "uint8")[:nbytes]
+        views[it.name] = raw.view(it.dtype).reshape(it.shape)
+    return views
+
+
+def compare(
+    ix: ProgramIndex,
+    rep: Replay,
+    name: str,
+    got: np.ndarray,
+    want: np.ndarray,
+    tolerance: float,
+) -> tuple[float, Finding | None]:
+    """Max element error of ``got`` against the reference ``want`` and a ``mismatch`` finding
+    naming the first differing elements (and the store that wrote each) when it exceeds
+    ``tolerance``. NaN counts as an infinite error."""
+    if got.shape != want.shape:
+        return math.inf, _finding(
+            "mismatch",
+            f"tensor '{name}' has shape {list(got.shape)} but the reference has {list(want.shape)}",
+        )
+    g64 = got.astype(np.float64)
+    w64 = want.astype(np.float64)
+    with np.errstate(all="ignore"):
+        err = np.abs(g64 - w64) / np.maximum(1.0, np.abs(w64))
+    err[np.isnan(err)] = math.inf
+    err[(g64 == w64)] = 0.0  # equal infinities are no error
+    max_err = float(err.max()) if err.size else 0.0
+    bad = err > tolerance
+    count = int(bad.sum())
+    if not count:
+        return max_err, None
+    worst = np.unravel_index(int(np.argmax(err)), err.shape)
+    shown = []
+    first_store = -1
+    for idx in np.argwhere(bad)[:SHOW]:
+        i = tuple(int(x) for x in idx)
+        writer = _writer(ix, rep, name, i)
+        if first_store < 0:
+            first_store = writer
+        by = f" by {ix.op_label(writer)!r}" if writer >= 0 else ", never stored"
+        shown.append(f"[{', '.join(map(str, i))}] = {_num(got[i])} want {_num(want[i])}{by}")
+    message = (
+        f"tensor '{name}': {count} of {got.size} elements differ by more than {tolerance:g} "
+        f"(max error {_num(max_err)} at [{', '.join(str(int(x)) for x in worst)}]); first: "
+        + "; ".join(shown)
+    )
+    if first_store >= 0:
+        return max_err, _finding("mismatch", message, ix, first_store)
+    return max_err, _finding("mismatch", message)
+
+
+def _num(x: Any) -> str:
+    return f"{float(x):.6g}"
+
+
+def _writer(ix: ProgramIndex, rep: Replay, tensor: str, idx: tuple[int, ...]) -> int:
+    """The store that wrote element ``idx`` last in the replay (-1 if none)."""
+    best, best_end = -1, -1
+    for g in ix.gm_accesses:
+        if not g.write or g.tensor != tensor or len(idx) != 2:
+            continue
+        (r0, r1), (c0, c1) = g.region
+        if r0 <= idx[0] < r1 and c0 <= idx[1] < c1 and rep.end[g.gid] > best_end:
+            best, best_end = g.gid, rep.end[g.gid]
+    return best
+
+
+def diff(ix: ProgramIndex, name: str, a: np.ndarray, b: np.ndarray, what: str) -> Finding | None:
+    """A ``mismatch`` when two runs' tensors are not bit-identical (NaN equals NaN)."""
+    if a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"):
+        return None
+    if a.shape != b.shape:
+        return Finding("jitter", "mismatch", f"tensor '{name}' changes shape {what}")
+    eq = a == b
+    if a.dtype.kind in "fc":
+        eq |= np.isnan(a) & np.isnan(b)
+    ne = ~eq
+    idx = [tuple(int(x) for x in i) for i in np.argwhere(ne)[:SHOW]]
+    shown = "; ".join(f"[{', '.join(map(str, i))}] = {_num(b[i])} instead of {_num(a[i])}" for i in idx)
+    return Finding(
+        "jitter",
+        "mismatch",
+        f"tensor '{name}': {int(ne.sum())} of {a.size} elements differ {what}: {shown}",
+    )

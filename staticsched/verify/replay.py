@@ -1,0 +1,268 @@
+"""Timed replay of a program: an event-driven executor of the DESIGN §2 semantics.
+
+Each (core, pipe) stream issues in order; a micro-op holds its pipe for its
+duration; ``set`` fires when its pipe is free (everything before it finished)
+and is visible ``latency`` cycles later; the n-th ``wait`` of a flag key is
+satisfied by the n-th ``set`` of that key and releases the pipe at
+``max(pipe free, set visible)``. In timed mode every instruction also waits for
+its ``cycle``. Keeping the pairing n-th-to-n-th even after a double set makes the
+happens-before relation the same in every replay, which is what the race check
+relies on; the double set itself is recorded.
+
+When every unfinished stream waits, the replay records a :class:`Stuck` state
+with its wait-for chain, force-releases one wait (matched to nothing) and goes
+on, so that one deadlock does not hide every later problem.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+import attrs
+
+from staticsched.model.hardware import Hardware, load_hardware
+from staticsched.model.program import ProgItem, Program, Stream
+from staticsched.verify.index import OP, SET, WAIT, Key, ProgramIndex, key_text
+
+#: stuck states recorded per replay before only counting them
+MAX_STUCK = 10
+
+
+@attrs.frozen
+class Stuck:
+    """A state where every unfinished stream waits.
+
+    ``waits`` are the blocked wait gids, ``chain`` the wait-for chain in words, ``cyclic``
+    whether the chain closes (a cycle in happens-before) rather than ending at a wait that
+    no set can satisfy, ``released`` the wait the replay forced open to go on.
+    """
+
+    time: int
+    waits: tuple[int, ...] = attrs.field(converter=tuple)
+    chain: str
+    cyclic: bool
+    released: int
+    involved: tuple[int, ...] = attrs.field(converter=tuple, default=())
+
+
+class Replay:
+    """What one replay produced: per-gid ``start``/``end``, the issue ``order``, the set each
+    wait consumed (``matched``, -1 when force-released), double sets and stuck states."""
+
+    def __init__(self, n: int) -> None:
+        self.start = [-1] * n
+        self.end = [-1] * n
+        self.order: list[int] = []
+        self.matched = [-1] * n
+        #: (set gid, earlier unconsumed set gid, cycle)
+        self.double_sets: list[tuple[int, int, int]] = []
+        self.stuck: list[Stuck] = []
+        self.stuck_count = 0
+
+    @property
+    def makespan(self) -> int:
+        return max(self.end, default=0)
+
+
+def simulate(ix: ProgramIndex, dur: Sequence[int] | None = None) -> Replay:
+    """Replay ``ix`` with micro-op durations ``dur`` (per gid; default: the program's).
+
+    Returns
+    -------
+    Replay
+        Deterministic for the same input: ties are broken by stream index.
+    """
+    dur = ix.dur if dur is None else dur
+    rep = Replay(ix.n)
+    nstreams = len(ix.streams)
+    gids = ix.stream_gids
+    pc = [0] * nstreams
+    free = [0] * nstreams
+    fired: dict[Key, list[tuple[int, int]]] = {}  # key -> [(set gid, visible cycle)]
+    done: dict[Key, int] = {}  # key -> waits completed (including forced)
+    blocked: dict[Key, list[int]] = {}
+    heap: list[tuple[int, int]] = []
+    timed = ix.timed
+    cycle = ix.cycle
+    role = ix.role
+    key_of = ix.key_of
+
+    def schedule(s: int) -> None:
+        if pc[s] >= len(gids[s]):
+            return
+        g = gids[s][pc[s]]
+        t = free[s]
+        if timed and cycle[g] > t:
+            t = cycle[g]
+        if role[g] == WAIT:
+            k = key_of[g]
+            i = done.get(k, 0)
+            sets = fired.get(k, ())
+            if len(sets) <= i:
+                blocked.setdefault(k, []).append(s)
+                return
+            t = max(t, sets[i][1])
+        heapq.heappush(heap, (t, s))
+
+    def issue(s: int, g: int) -> None:
+        rep.order.append(g)
+        pc[s] += 1
+        schedule(s)
+
+    for s in range(nstreams):
+        schedule(s)
+    now = 0
+    while True:
+        while heap:
+            t, s = heapq.heappop(heap)
+            g = gids[s][pc[s]]
+            r = role[g]
+            now = t
+            if r == OP:
+                rep.start[g] = t
+                rep.end[g] = free[s] = t + dur[g]
+            elif r == SET:
+                k = key_of[g]
+                sets = fired.setdefault(k, [])
+                i = len(sets)
+                if done.get(k, 0) < i:
+                    rep.double_sets.append((g, sets[i - 1][0], t))
+                sets.append((g, t + ix.latency[g]))
+                rep.start[g] = rep.end[g] = free[s] = t
+                for s2 in blocked.pop(k, ()):
+                    schedule(s2)
+            else:
+                k = key_of[g]
+                i = done.get(k, 0)
+                sets = fired.get(k, ())
+                if len(sets) <= i:  # another waiter of the key took it first
+                    blocked.setdefault(k, []).append(s)
+                    continue
+                if sets[i][1] > t:
+                    heapq.heappush(heap, (sets[i][1], s))
+                    continue
+                rep.matched[g] = sets[i][0]
+                done[k] = i + 1
+                rep.start[g] = rep.end[g] = free[s] = t
+            issue(s, g)
+        waiting = [s for s in range(nstreams) if pc[s] < len(gids[s])]
+        if not waiting:
+            break
+        # every waiting pipe is blocked from the moment it became free; the state is final then
+        now = max(now, *(free[x] for x in waiting))
+        s, stuck = _stuck_state(ix, waiting, pc, fired, done, now)
+        rep.stuck_count += 1
+        if len(rep.stuck) < MAX_STUCK:
+            rep.stuck.append(stuck)
+        g = gids[s][pc[s]]
+        k = key_of[g]
+        done[k] = done.get(k, 0) + 1
+        blocked[k] = [x for x in blocked.get(k, ()) if x != s]
+        rep.start[g] = rep.end[g] = free[s] = now
+        issue(s, g)
+    return rep
+
+
+def _stuck_state(
+    ix: ProgramIndex,
+    waiting: list[int],
+    pc: list[int],
+    fired: dict[Key, list[tuple[int, int]]],
+    done: dict[Key, int],
+    now: int,
+) -> tuple[int, Stuck]:
+    """Explain a state where every stream in ``waiting`` is blocked; pick the wait to force open.
+
+    The chain starts at the lowest blocked stream and follows "waits for a set that only
+    stream X issues, after X's own blocked wait" until it reaches a wait no remaining set can
+    satisfy, or comes back to a stream already in the chain (a happens-before cycle).
+    """
+    gids = ix.stream_gids
+    head = {s: gids[s][pc[s]] for s in waiting}
+    parts: list[str] = []
+    seen: dict[int, int] = {}
+    order: list[int] = []
+    s = waiting[0]
+    cyclic = False
+    while True:
+        if s in seen:
+            cyclic = True
+            cycle_streams = order[seen[s] :]
+            parts.append(f"back to {ix.describe(head[s])}")
+            break
+        seen[s] = len(order)
+        order.append(s)
+        g = head[s]
+        k = ix.key_of[g]
+        i = done.get(k, 0)
+        setter = _next_setter(ix, k, pc, len(fired.get(k, ())), i)
+        if setter is None:
+            total = len(ix.sets_of.get(k, ()))
+            parts.append(
+                f"{ix.describe(g)} waits for set #{i} of {key_text(k)}, but the program has only "
+                f"{total} set{'s' * (total != 1)} of it"
+            )
+            break
+        s2, set_gid = setter
+        if s2 not in head:  # cannot happen: a stream with a set still ahead is unfinished
+            parts.append(f"{ix.describe(g)} waits for {ix.describe(set_gid)}")
+            break
+        parts.append(f"{ix.describe(g)} waits for {ix.describe(set_gid)}, which comes after")
+        s = s2
+    chain = f"at cycle {now} every unfinished pipe waits: " + " ".join(parts)
+    if cyclic:
+        release = min(cycle_streams)
+        involved = [head[x] for x in cycle_streams]
+    else:
+        release = order[-1]
+        involved = [head[x] for x in order]
+    stuck = Stuck(now, [head[x] for x in waiting], chain, cyclic, head[release], involved)
+    return release, stuck
+
+
+def _next_setter(
+    ix: ProgramIndex, k: Key, pc: list[int], fired_count: int, want: int
+) -> tuple[int, int] | None:
+    """The stream and gid of the set that would become set #``want`` of ``k``, if any remains."""
+    remaining = []
+    for g in ix.sets_of.get(k, ()):
+        s = ix.stream_of[g]
+        if ix.pos_of[g] >= pc[s]:
+            remaining.append(g)
+    need = want - fired_count
+    if need >= len(remaining):
+        return None
+    # with one setter stream this is exact; with several, the first pending set in gid order
+    g = remaining[need] if len({ix.stream_of[x] for x in remaining}) == 1 else remaining[0]
+    return ix.stream_of[g], g
+
+
+def retime(program: Program, hw: Hardware | str) -> Program:
+    """The same program with every ``cycle``, item live range and the makespan taken from a
+    nominal replay: what an emitter's normalised timetable must equal.
+
+    Useful to build hand-written programs and to re-time mutated ones; the verifier itself
+    never calls it. Stuck programs keep the cycles of the forced replay.
+    """
+    ix = ProgramIndex(program, load_hardware(hw))
+    rep = simulate(ix)
+    streams = []
+    for s, st in enumerate(program.streams):
+        instrs = [
+            attrs.evolve(ins, cycle=rep.start[g]) for ins, g in zip(st.instrs, ix.stream_gids[s], strict=True)
+        ]
+        streams.append(Stream(st.core, st.unit, instrs))
+    live: dict[str, tuple[int, int]] = {}
+    for g in range(ix.n):
+        if ix.role[g] != OP:
+            continue
+        ins = ix.instr[g]
+        for name in (*ins.reads, *ins.writes):
+            lo, hi = live.get(name, (rep.start[g], rep.end[g]))
+            live[name] = (min(lo, rep.start[g]), max(hi, rep.end[g]))
+    items: list[ProgItem] = []
+    for it in program.items:
+        lo, hi = live.get(it.name, (it.live_start, it.live_end))
+        items.append(attrs.evolve(it, live_start=lo, live_end=hi))
+    return attrs.evolve(program, streams=streams, items=items, makespan=rep.makespan)
