@@ -297,9 +297,7 @@ class OpGraph:
             return
         left = [i for i in range(n) if indeg[i] > 0]
         g = nx.DiGraph()
-        g.add_edges_from(
-            (self.ops[i].id, self.ops[j].id) for i in left for j in succ[i] if indeg[j] > 0
-        )
+        g.add_edges_from((self.ops[i].id, self.ops[j].id) for i in left for j in succ[i] if indeg[j] > 0)
         cycle = nx.find_cycle(g)
         path = [u for u, _ in cycle] + [cycle[0][0]]
         pr.add(f"dependency cycle: {' -> '.join(path)}")

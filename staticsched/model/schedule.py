@@ -101,3 +101,16 @@ class Schedule:
 
     def op_time(self, op_id: str) -> OpTime:
         return self.ops[self.graph.op_index[op_id]]
+
+    def verify(self) -> tuple[str, ...]:
+        """Check this timetable against its graph and hardware, independently of the solver.
+
+        Returns
+        -------
+        tuple of str
+            One line per violation naming the ops/items and the numbers; empty when valid.
+            See :mod:`staticsched.model.schedule_check` for the list of checks.
+        """
+        from staticsched.model.schedule_check import verify_schedule
+
+        return verify_schedule(self)

@@ -1,0 +1,68 @@
+"""Lower bounds on the makespan of a problem.
+
+* **Critical path**: the longest chain of durations and edge latencies.
+* **Pipe bound**, per (core, unit): no op of the pipe can start before the shortest head
+  (longest path from the sources to it) among them, the pipe then runs its ops one at a time,
+  and after the last one at least the shortest tail (longest path from its end) remains:
+  ``min head + sum of durations + min tail``.
+
+The bound is the maximum of these; both ignore memory and event ids, so they hold for every
+feasible schedule.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from staticsched.solver.problem import Problem, head_lengths, tail_lengths
+
+
+@attrs.frozen
+class Bound:
+    """A lower bound and where it comes from (``"critical_path"`` or ``"pipe core:unit"``)."""
+
+    value: int
+    source: str
+    critical_path: int
+    pipe_bounds: tuple[tuple[str, int], ...] = attrs.field(converter=tuple)
+
+
+def lower_bound(prob: Problem, core_names: tuple[int, ...] | None = None) -> Bound:
+    """The best of the critical-path and per-pipe bounds of ``prob``.
+
+    Parameters
+    ----------
+    prob
+        The problem.
+    core_names
+        Absolute core numbers of the problem's relative cores, for the source label.
+
+    Returns
+    -------
+    Bound
+        The value, which bound gave it, the critical path and every pipe's bound.
+    """
+    if prob.n == 0:
+        return Bound(0, "empty", 0, ())
+    h = head_lengths(prob)
+    q = tail_lengths(prob)
+    cp = max(h[i] + q[i] for i in range(prob.n))
+    npipes = len(prob.pipes)
+    busy = [0] * npipes
+    head = [None] * npipes
+    tail = [None] * npipes
+    for i in range(prob.n):
+        p = prob.pipe[i]
+        busy[p] += prob.dur[i]
+        after = q[i] - prob.dur[i]
+        head[p] = h[i] if head[p] is None else min(head[p], h[i])
+        tail[p] = after if tail[p] is None else min(tail[p], after)
+    pipes = []
+    for p, (core, unit) in enumerate(prob.pipes):
+        label = f"{core_names[core] if core_names else core}:{unit}"
+        pipes.append((label, head[p] + busy[p] + tail[p]))
+    best_value, best_source = cp, "critical_path"
+    for label, v in pipes:
+        if v > best_value:
+            best_value, best_source = v, f"pipe {label}"
+    return Bound(best_value, best_source, cp, pipes)

@@ -1,0 +1,227 @@
+"""Build, hint and solve the CP-SAT model of one problem, within deterministic and wall limits.
+
+Determinism: one search worker, a fixed ``random_seed``, the model built in a fixed order and a
+``max_deterministic_time`` budget; under those the same problem gives the same answer. The
+wall clock is only a safety net: ``max_time_in_seconds`` plus a watchdog thread that calls
+``stop_search`` a little later (CP-SAT can overrun its own time limit on large models). When
+the wall clock is what ended the search, ``stop_reason`` says ``"wall_clock_limit"``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import attrs
+from ortools.sat.python import cp_model
+
+from staticsched.solver.addresses import colour_slots
+from staticsched.solver.constraints import Constraints
+from staticsched.solver.hints import add_hints
+from staticsched.solver.list_sched import Timetable
+from staticsched.solver.objective import minimise_makespan
+from staticsched.solver.problem import Problem, head_lengths, tail_lengths
+from staticsched.solver.variables import Variables
+
+#: extra seconds the watchdog grants after ``max_time_in_seconds`` before it stops the search
+WATCHDOG_GRACE = 0.5
+
+
+@attrs.frozen
+class CpResult:
+    """Outcome of one CP-SAT run.
+
+    ``timetable`` is the best solution found (None if none); ``status`` is ``"optimal"``,
+    ``"feasible"``, ``"unknown"`` (nothing found) or ``"infeasible"``; ``bound`` is CP-SAT's
+    bound on *this model's* makespan.
+    """
+
+    timetable: Timetable | None
+    status: str
+    objective: int
+    bound: int
+    stop_reason: str
+    wall: float
+    det_time: float
+    branches: int
+    conflicts: int
+
+
+def naive_horizon(prob: Problem) -> int:
+    """A makespan every schedule without needless idling stays below: each start is the end
+    (or, waiting for an event id, the start) of another op plus at most two latencies."""
+    lat = max((lat for _, _, lat in prob.edges), default=0)
+    return sum(prob.dur) + (prob.n + 1) * (2 * max(lat, prob.hold) + 1)
+
+
+def build_model(
+    prob: Problem,
+    hint: Timetable | None,
+    lower: int,
+    *,
+    release: Sequence[int] | None = None,
+    deadline: Sequence[int] | None = None,
+    objective_ops: Sequence[int] | None = None,
+    fixed_offsets: dict[int, int] | None = None,
+) -> tuple[cp_model.CpModel, Variables]:
+    """The model of ``prob`` with makespan in ``[lower, hint.makespan]`` and a complete hint
+    (without a hint: up to :func:`naive_horizon`, unhinted).
+
+    ``release``/``deadline`` bound each op to ``[release, deadline - dur]`` (equal bounds fix
+    it); ``objective_ops`` restricts the makespan to those ops (a window); ``fixed_offsets``
+    pins item addresses in mixed spaces.
+    """
+    model = cp_model.CpModel()
+    horizon = hint.makespan if hint is not None else naive_horizon(prob)
+    if release is None:
+        release = head_lengths(prob)
+    if deadline is None:
+        q = tail_lengths(prob)
+        deadline = [horizon - q[i] + prob.dur[i] for i in range(prob.n)]
+    variables = Variables(
+        model,
+        prob,
+        horizon=horizon,
+        lower=min(lower, horizon),
+        release=release,
+        deadline=deadline,
+        fixed_offsets=fixed_offsets,
+    )
+    Constraints(model, prob, variables, objective_ops=objective_ops).add_all()
+    minimise_makespan(model, variables)
+    if hint is not None:
+        add_hints(model, variables, hint, objective_ops)
+    return model, variables
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    def __init__(self, report: Callable[[str], None], label: str) -> None:
+        super().__init__()
+        self._report = report
+        self._label = label
+
+    def on_solution_callback(self) -> None:
+        self._report(
+            f"{self._label}best makespan {int(self.objective_value)}, "
+            f"bound {int(self.best_objective_bound)}, {self.wall_time:.1f} s"
+        )
+
+
+def solve_cpsat(
+    prob: Problem,
+    hint: Timetable | None,
+    lower: int,
+    *,
+    det_limit: float,
+    wall_limit: float,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    label: str = "",
+    release: Sequence[int] | None = None,
+    deadline: Sequence[int] | None = None,
+    objective_ops: Sequence[int] | None = None,
+    fixed_offsets: dict[int, int] | None = None,
+    workers: int = 1,
+    search: str = "interleave",
+) -> CpResult:
+    """Improve ``hint`` with CP-SAT, or search from scratch without one.
+
+    Parameters
+    ----------
+    prob, hint, lower
+        The problem, a model-feasible timetable (or None) and a lower bound on the makespan.
+    det_limit
+        Deterministic-time budget: what normally stops the search, reproducibly.
+    wall_limit
+        Wall-clock safety net (``max_time_in_seconds`` plus a watchdog).
+    seed
+        CP-SAT's random seed.
+    progress, label
+        Called with ``label`` + best makespan, bound and elapsed time per solution.
+    release, deadline, objective_ops, fixed_offsets
+        See :func:`build_model` (windows of a larger schedule).
+    workers
+        CP-SAT workers for the interleaved search (deterministic for any number).
+    search
+        ``"interleave"`` (CP-SAT's deterministic interleaved portfolio) or ``"fixed"`` (one
+        sequential worker, faster per deterministic unit on small models).
+
+    Returns
+    -------
+    CpResult
+        The best timetable (with valid addresses) or None, the status, objective and bound,
+        and what stopped the search.
+    """
+    model, variables = build_model(
+        prob,
+        hint,
+        lower,
+        release=release,
+        deadline=deadline,
+        objective_ops=objective_ops,
+        fixed_offsets=fixed_offsets,
+    )
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    if search == "interleave":
+        # deterministic whatever the number of workers; its LNS subsolvers beat the hint
+        params.num_workers = workers
+        params.interleave_search = True
+    else:
+        # one sequential search: faster per deterministic unit on small window models
+        params.num_workers = 1
+    params.random_seed = seed
+    params.max_deterministic_time = max(det_limit, 1e-3)
+    params.max_time_in_seconds = max(wall_limit, 1e-3)
+    fired = threading.Event()
+
+    def stop() -> None:
+        fired.set()
+        solver.stop_search()
+
+    watchdog = threading.Timer(max(wall_limit, 1e-3) + WATCHDOG_GRACE, stop)
+    watchdog.daemon = True
+    t0 = time.monotonic()
+    watchdog.start()
+    try:
+        if progress is not None:
+            status = solver.solve(model, _Progress(progress, label))
+        else:
+            status = solver.solve(model)
+    finally:
+        watchdog.cancel()
+    wall = time.monotonic() - t0
+    det = solver.response_proto.deterministic_time
+    common = {
+        "wall": wall,
+        "det_time": det,
+        "branches": solver.num_branches,
+        "conflicts": solver.num_conflicts,
+    }
+    if status == cp_model.INFEASIBLE:
+        return CpResult(None, "infeasible", 0, 0, "infeasible", **common)
+    reason = _stop_reason(fired.is_set(), det, params.max_deterministic_time)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return CpResult(None, "unknown", 0, int(solver.best_objective_bound), reason, **common)
+    starts = [solver.value(s) for s in variables.start]
+    offsets = [it.static_offset for it in prob.items]
+    for k, var in variables.slot.items():
+        offsets[k] = solver.value(var) * prob.spaces[prob.items[k].space].alignment
+    coloured = colour_slots(prob, starts, offsets)
+    if coloured is None:  # cannot happen when the cumulative holds; refuse rather than guess
+        return CpResult(None, "unknown", 0, 0, "colouring_failed", **common)
+    objective = int(solver.objective_value)
+    ends = (s + d for s, d in zip(starts, prob.dur, strict=True))
+    tt = Timetable(starts, coloured, max(ends, default=0))
+    if status == cp_model.OPTIMAL:
+        return CpResult(tt, "optimal", objective, objective, "optimal", **common)
+    return CpResult(tt, "feasible", objective, int(solver.best_objective_bound), reason, **common)
+
+
+def _stop_reason(fired: bool, det: float, det_limit: float) -> str:
+    """What ended an unproven search: only two limits exist, and CP-SAT stops on the
+    deterministic one only once its counter has passed it."""
+    if not fired and det >= 0.999 * det_limit:
+        return "deterministic_limit"
+    return "wall_clock_limit"

@@ -1,0 +1,82 @@
+"""Does a timetable satisfy the solver's model of a problem?
+
+The model is stricter than :meth:`Schedule.verify` in two ways: items that share bytes keep a
+gap of ``hold`` cycles, and the flag lifetimes of each binding event-id pool stay within its
+capacity. The list scheduler's timetables and CP-SAT's solutions satisfy it by construction;
+the LNS uses this check to decide whether a normalised timetable may seed the next window.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from staticsched.solver.problem import Problem
+
+
+def model_violations(prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[str]:
+    """Every way a timetable breaks the solver's model of ``prob``.
+
+    Parameters
+    ----------
+    prob
+        The problem.
+    starts, offsets
+        The timetable (local indices).
+
+    Returns
+    -------
+    list of str
+        One short line per violation (edges, pipes, offsets, holds sharing bytes, event-id
+        pools); empty when the timetable satisfies the model.
+    """
+    dur = prob.dur
+    out: list[str] = []
+    for a, b, lat in prob.edges:
+        if starts[a] + dur[a] + lat > starts[b]:
+            out.append(f"edge {a}->{b}")
+    by_pipe: dict[int, list[int]] = {}
+    for i, p in enumerate(prob.pipe):
+        by_pipe.setdefault(p, []).append(i)
+    for ops in by_pipe.values():
+        ops.sort(key=lambda i: starts[i])
+        for x, y in itertools.pairwise(ops):
+            if starts[x] + dur[x] > starts[y]:
+                out.append(f"pipe overlap {x},{y}")
+    holds: dict[int, list[tuple[int, int, int, int, int]]] = {}
+    for k, it in enumerate(prob.items):
+        sp = prob.spaces[it.space]
+        if not sp.binding:
+            continue
+        o = offsets[k]
+        if o % sp.alignment or o < 0 or (sp.slot and o + it.footprint > sp.limit):
+            out.append(f"item {k} offset {o}")
+        if not sp.slot and o + it.bytes > sp.capacity:
+            out.append(f"item {k} offset {o}")
+        end = max(starts[a] + dur[a] for a in it.tails) + prob.hold
+        holds.setdefault(it.space, []).append((starts[it.first], end, o, o + it.footprint, k))
+    for lst in holds.values():
+        active: list[tuple[int, int, int, int]] = []  # (end, lo, hi, item) of holds still live
+        for s1, e1, o1, p1, k1 in sorted(lst):
+            active = [h for h in active if h[0] > s1]
+            for _, o2, p2, k2 in active:
+                if o1 < p2 and o2 < p1:
+                    out.append(f"items {k2},{k1} share bytes while held")
+            active.append((e1, o1, p1, k1))
+    live: dict[int, list[tuple[int, int]]] = {}
+    for tok in prob.tokens:
+        if not prob.budgets[tok.budget].binding:
+            continue
+        u = tok.producer
+        if any(all(starts[r] < starts[u] for r in rv) for rv in tok.triggers):
+            first = min(starts[c] for c in tok.consumers)
+            live.setdefault(tok.budget, []).append((starts[u] + dur[u], tok.end(first)))
+    for b, ivs in live.items():
+        events = sorted([(s, 1) for s, e in ivs if e > s] + [(e, -1) for s, e in ivs if e > s])
+        level = 0
+        for _, d in events:
+            level += d
+            if level > prob.budgets[b].capacity:
+                out.append(f"budget {b} exceeded")
+                break
+    return out

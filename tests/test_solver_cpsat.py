@@ -1,0 +1,101 @@
+"""CP-SAT backend plumbing: complete feasible hints, model feasibility, limits, LNS."""
+
+import random
+
+import pytest
+from ortools.sat.python import cp_model
+
+from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
+from staticsched.model.opgraph import Item, Op, OpGraph
+from staticsched.solver import build_problems, list_schedule, lower_bound, solve
+from staticsched.solver.cpmodel import build_model, solve_cpsat
+from staticsched.solver.feasibility import model_violations
+from staticsched.solver.lns import improve_lns
+from staticsched.solver.normalize import semi_active
+
+
+def tile_pipeline(n: int, seed: int = 0, slots: int = 2, event_ids: int = 8) -> tuple[OpGraph, Hardware]:
+    """Heterogeneous double-buffered tiles: load (DMA) -> compute (CUBE) -> store (DMA_OUT)."""
+    rng = random.Random(seed)
+    items, ops = [], []
+    for i in range(n):
+        items += [Item(f"in{i}", "L1", 32768), Item(f"out{i}", "UB", 16384)]
+        ops.append(Op(f"load{i}", "DMA", rng.randint(30, 120), writes=[f"in{i}"]))
+        ops.append(Op(f"mm{i}", "CUBE", rng.randint(50, 150), reads=[f"in{i}"], writes=[f"out{i}"]))
+        ops.append(Op(f"store{i}", "DMA_OUT", rng.randint(15, 60), reads=[f"out{i}"]))
+    hw = Hardware(
+        "pipe",
+        1,
+        [Unit("DMA"), Unit("CUBE"), Unit("DMA_OUT")],
+        [Space("GM", 0), Space("L1", 32768 * slots, 32), Space("UB", 16384 * slots, 32)],
+        SyncModel(event_ids=event_ids, flag_latency=1),
+    )
+    return OpGraph(items, ops), hw
+
+
+@pytest.mark.parametrize("event_ids", [1, 8])
+def test_list_schedule_is_a_complete_feasible_hint(event_ids):
+    graph, hw = tile_pipeline(12, event_ids=event_ids)
+    ((prob, _),) = build_problems(graph, hw)
+    tt = list_schedule(prob)
+    assert model_violations(prob, tt.starts, tt.offsets) == []
+    model, _ = build_model(prob, tt, lower_bound(prob).value)
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.num_workers = 1
+    assert solver.solve(model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    # every variable has a hint: the fixed-hint solve reproduces the list timetable
+    proto = model.proto
+    assert len(proto.solution_hint.vars) == len(proto.variables)
+
+
+def test_cpsat_result_satisfies_the_model_and_beats_or_ties_the_hint():
+    graph, hw = tile_pipeline(10)
+    ((prob, _),) = build_problems(graph, hw)
+    tt = list_schedule(prob)
+    res = solve_cpsat(prob, tt, lower_bound(prob).value, det_limit=1.0, wall_limit=30)
+    assert res.timetable is not None
+    assert model_violations(prob, res.timetable.starts, res.timetable.offsets) == []
+    assert res.objective <= tt.makespan
+    assert res.stop_reason in ("optimal", "deterministic_limit")
+
+
+def test_wall_clock_safety_net_is_reported():
+    graph, hw = tile_pipeline(60)
+    ((prob, _),) = build_problems(graph, hw)
+    tt = list_schedule(prob)
+    # a large deterministic budget and almost no wall time: the wall clock must stop it
+    res = solve_cpsat(prob, tt, lower_bound(prob).value, det_limit=1e6, wall_limit=0.2)
+    assert res.stop_reason == "wall_clock_limit"
+    assert res.wall < 5
+
+
+def test_time_limit_holds_and_says_what_stopped():
+    graph, hw = tile_pipeline(60)
+    s = solve(graph, hw, time_limit=1.0)
+    assert s.verify() == ()
+    assert float(dict(s.stats)["seconds"]) < 3.0
+    assert s.stop_reason in ("wall_clock_limit", "deterministic_limit", "optimal")
+
+
+def test_lns_keeps_the_model_and_improves_a_long_pipeline():
+    graph, hw = tile_pipeline(150)
+    ((prob, _),) = build_problems(graph, hw)
+    tt = list_schedule(prob)
+    res = improve_lns(prob, tt, rounds=6, det_limit=0.3, wall_limit=60)
+    assert res.rounds == 6 and res.stop_reason == "deterministic_limit"
+    assert model_violations(prob, res.timetable.starts, res.timetable.offsets) == []
+    before = max(s + d for s, d in zip(semi_active(prob, tt.starts, tt.offsets), prob.dur, strict=True))
+    starts = semi_active(prob, res.timetable.starts, res.timetable.offsets)
+    after = max(s + d for s, d in zip(starts, prob.dur, strict=True))
+    assert res.improved > 0 and after < before
+    again = improve_lns(prob, tt, rounds=6, det_limit=0.3, wall_limit=60)
+    assert again.timetable == res.timetable
+
+
+def test_large_problem_takes_the_lns_path():
+    graph, hw = tile_pipeline(100)  # 300 ops: above the whole-model limit
+    s = solve(graph, hw, time_limit=4)
+    assert s.verify() == ()
+    assert s.status in ("feasible", "optimal")
+    assert s.makespan <= dict(s.stats)["list_makespan"]
