@@ -1,6 +1,46 @@
-"""staticsched: cycle-exact static scheduling of AI-accelerator cores."""
+"""staticsched: cycle-exact static scheduling of AI-accelerator cores.
 
-from staticsched.errors import StaticschedError
+Public API: :func:`schedule`, :func:`compile_graph`, :func:`verify`, :func:`load_hardware`,
+the graph loaders and the error hierarchy.
+"""
 
-__all__ = ["StaticschedError"]
+from staticsched.api import Compiled, compile_graph, schedule
+from staticsched.errors import (
+    GraphError,
+    HardwareError,
+    InfeasibleError,
+    InputError,
+    ProgramError,
+    StaticschedError,
+    TilingError,
+)
+from staticsched.model.hardware import Hardware, list_presets, load_hardware
+from staticsched.model.opgraph import OpGraph, load_opgraph
+from staticsched.model.schedule import Schedule
+from staticsched.model.taskgraph import TaskGraph, load_graph, load_taskgraph
+from staticsched.verify import Report, verify
+
+__all__ = [
+    "Compiled",
+    "GraphError",
+    "Hardware",
+    "HardwareError",
+    "InfeasibleError",
+    "InputError",
+    "OpGraph",
+    "ProgramError",
+    "Report",
+    "Schedule",
+    "StaticschedError",
+    "TaskGraph",
+    "TilingError",
+    "compile_graph",
+    "list_presets",
+    "load_graph",
+    "load_hardware",
+    "load_opgraph",
+    "load_taskgraph",
+    "schedule",
+    "verify",
+]
 __version__ = "0.1.0"

@@ -1,0 +1,172 @@
+"""Hypothesis strategies for hardware models, OpGraphs and TaskGraphs.
+
+Graphs are built by construction, never by filtering: DAG edges go from earlier to later ops
+(``i < j``), and every OpGraph is memory-feasible in list order (the live bytes of each
+core's bounded space, counted in list positions, never exceed its capacity), so a schedule
+always exists and the pipeline must find one.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import strategies as st
+
+from staticsched.model.hardware import Hardware, Space, SyncModel, Unit, load_hardware
+from staticsched.model.opgraph import Item, Op, OpGraph
+from staticsched.model.taskgraph import TaskGraph, taskgraph_from_dict
+
+UNIT_POOL = ("MTE2", "MTE1", "CUBE", "VECTOR", "MTE3")
+THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
+
+
+def examples(n: int) -> int:
+    """``n`` examples by default, 50x that under the ``thorough`` profile."""
+    return n * 50 if THOROUGH else n
+
+
+@st.composite
+def hardware_models(draw, *, max_cores: int = 3, item_bytes: int = 1024) -> Hardware:
+    """Hardware with 2-5 pipes, 1-``max_cores`` cores, an L1 from one slot to plenty,
+    event ids 1-8 and flag latency 0-10."""
+    n_units = draw(st.integers(2, len(UNIT_POOL)), label="units")
+    slots = draw(st.sampled_from([1, 2, 3, 4, 8, 64]), label="L1 slots")
+    alignment = draw(st.sampled_from([1, 32, 512]), label="alignment")
+    aligned = -(-item_bytes // alignment) * alignment
+    return Hardware(
+        name="gen",
+        cores=draw(st.integers(1, max_cores), label="cores"),
+        units=[Unit(u) for u in UNIT_POOL[:n_units]],
+        spaces=[Space("GM", 0, 1), Space("L1", aligned * slots, alignment)],
+        sync=SyncModel(
+            event_ids=draw(st.integers(1, 8), label="event ids"),
+            flag_latency=draw(st.integers(0, 10), label="flag latency"),
+            # the hardware's 16 (Ascend): the solver gives every concurrently live cross-core
+            # dependency its own id, so tiny budgets make fan-out graphs infeasible by design
+            cross_core_event_ids=16,
+            cross_core_latency=draw(st.integers(0, 10), label="cross latency"),
+        ),
+    )
+
+
+@st.composite
+def opgraphs(
+    draw, hw: Hardware, *, max_ops: int = 16, item_bytes: int = 1024, deps: bool = True
+) -> OpGraph:
+    """A DAG of opaque ops on ``hw`` with L1 items (core-local) and GM items (shared).
+
+    Ops may write a new item, overwrite an item (reuse), read items written earlier on the
+    same core (L1) or on any core (GM), and carry explicit deps on earlier ops.
+    """
+    n = draw(st.integers(1, max_ops), label="ops")
+    units = hw.unit_names
+    l1 = hw.space("L1")
+    size = -(-item_bytes // l1.alignment) * l1.alignment
+    cap_slots = l1.capacity // size
+    ops: list[Op] = []
+    items: dict[str, Item] = {}
+    core_of: dict[str, int] = {}
+    # per core: list-position interval [first, last] of each L1 item, to keep live bytes <= cap
+    live: dict[str, list[int]] = {}
+
+    def live_count(core: int, pos: int, skip: str = "") -> int:
+        return sum(
+            1 for name, (a, b) in live.items()
+            if name != skip and core_of[name] == core and a <= pos <= b
+        )
+
+    for j in range(n):
+        core = draw(st.integers(0, hw.cores - 1), label=f"op{j} core")
+        unit = draw(st.sampled_from(units), label=f"op{j} unit")
+        duration = draw(st.integers(1, 1000), label=f"op{j} duration")
+        dep_ix = draw(st.lists(st.integers(0, j - 1), max_size=2), label=f"op{j} deps") if (
+            j and deps
+        ) else []
+        reads: list[str] = []
+        for name in draw(st.lists(st.sampled_from(sorted(items)), max_size=2, unique=True),
+                         label=f"op{j} reads") if items else []:
+            it = items[name]
+            if it.space == "L1":
+                if core_of[name] != core:
+                    continue
+                a, b = live[name]
+                # extending the item's life to j must keep every position within capacity
+                if any(live_count(core, p, skip=name) + 1 > cap_slots for p in range(b, j + 1)):
+                    continue
+                live[name] = [a, j]
+            reads.append(name)
+        writes: list[str] = []
+        choice = draw(st.sampled_from(["new_l1", "new_gm", "reuse", "none"]), label=f"op{j} write")
+        if choice == "new_l1" and live_count(core, j) + 1 <= cap_slots:
+            name = f"t{len(items)}"
+            items[name] = Item(name, "L1", item_bytes)
+            core_of[name] = core
+            live[name] = [j, j]
+            writes.append(name)
+        elif choice == "new_gm":
+            name = f"g{len(items)}"
+            items[name] = Item(name, "GM", item_bytes)
+            core_of[name] = core
+            writes.append(name)
+        elif choice == "reuse" and reads:
+            writes.append(reads[0])  # read-modify-write of an item already live here
+        ops.append(
+            Op(f"op{j}", unit, duration, core, [f"op{d}" for d in sorted(set(dep_ix))], reads, writes)
+        )
+    return OpGraph(sorted(items.values(), key=lambda it: it.name), ops)
+
+
+@st.composite
+def taskgraphs(draw, *, cores: int = 16) -> TaskGraph:
+    """A matmul (epilogue from bias/add/scale/relu/gelu/cast, shapes with tails, optional
+    explicit tiling) optionally followed by elementwise tasks chained on its output, so
+    consumer blocks depend on producer blocks on other cores."""
+    m = draw(st.integers(1, 150), label="M")
+    n = draw(st.integers(1, 150), label="N")
+    k = draw(st.integers(1, 150), label="K")
+    tb = draw(st.booleans(), label="transpose_b")
+    tensors = {
+        "x": {"shape": [m, k], "dtype": "float16"},
+        "w": {"shape": [n, k] if tb else [k, n], "dtype": "float16"},
+        "y": {"shape": [m, n], "dtype": "float16"},
+    }
+    steps = draw(st.lists(st.sampled_from(["bias", "add", "scale", "relu", "gelu", "cast"]),
+                          max_size=3), label="epilogue")
+    epilogue = []
+    for s in steps:
+        if s == "bias":
+            tensors["b"] = {"shape": [n], "dtype": "float16"}
+            epilogue.append({"op": "bias", "tensor": "b"})
+        elif s == "add":
+            tensors["r"] = {"shape": [m, n], "dtype": "float16"}
+            epilogue.append({"op": "add", "tensor": "r"})
+        elif s == "scale":
+            epilogue.append({"op": "scale", "value": draw(st.sampled_from([0.5, -1.25, 2.0]))})
+        else:
+            epilogue.append({"op": s})
+    mm = {"id": "mm", "type": "matmul", "a": "x", "b": "w", "out": "y", "transpose_b": tb,
+          "epilogue": epilogue}
+    if draw(st.booleans(), label="explicit tiling"):
+        base = draw(st.sampled_from([16, 32, 64]), label="base")
+        mm["tiling"] = {"base_m": base, "base_n": base, "base_k": base}
+    tasks = [mm]
+    src = "y"
+    for i in range(draw(st.integers(0, 2), label="elementwise tasks")):
+        op = draw(st.sampled_from(["relu", "gelu", "scale", "add"]), label=f"ew{i}")
+        out = f"o{i}"
+        tensors[out] = {"shape": [m, n], "dtype": "float16"}
+        task = {"id": f"ew{i}", "type": "elementwise", "op": op, "inputs": [src], "out": out}
+        if op == "add":
+            tensors[f"z{i}"] = {"shape": [m, n], "dtype": "float16"}
+            task["inputs"] = [src, f"z{i}"]
+        if op == "scale":
+            task["value"] = 0.75
+        tasks.append(task)
+        src = out
+    return taskgraph_from_dict(
+        {"format": "staticsched.taskgraph", "version": 1, "tensors": tensors, "tasks": tasks}
+    )
+
+
+def seed_hw() -> Hardware:
+    return load_hardware("seed-davinci")
