@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from staticsched.errors import InputError
+from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.hardware import Hardware, load_hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.program import Program
@@ -74,10 +74,61 @@ def compile_graph(
         raise InputError(f"workers must be >= 1, got {workers}")
     hw = load_hardware(hw)
     og = as_opgraph(graph, hw, op_budget=op_budget)
-    raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
-                progress=progress)
-    final, program, plan = finalize(raw, mode=mode)
+    try:
+        raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
+                    progress=progress)
+        final, program, plan = finalize(raw, mode=mode)
+    except InfeasibleError as exc:
+        if not _is_event_budget(exc):
+            raise
+        if progress is not None:
+            progress("event-id budget too tight for the solver's pipe orders: "
+                     "falling back to a schedule serialised per core (one id per pipe pair "
+                     "always suffices)")
+        final, program, plan = _serialised(og, hw, mode=mode, seed=seed, reason=exc)
     return Compiled(og, final, program, plan)
+
+
+def _is_event_budget(exc: InfeasibleError) -> bool:
+    text = str(exc)
+    return "event id" in text or "event_ids" in text
+
+
+def serialise(graph: OpGraph) -> OpGraph:
+    """``graph`` with an explicit dependency from each op to the next op of the same core in
+    list order. The list order is a valid sequential program, so this is always acyclic."""
+    last: dict[int, str] = {}
+    ops = []
+    for op in graph.ops:
+        prev = last.get(op.core)
+        if prev is not None and prev not in op.deps:
+            op = attrs.evolve(op, deps=(*op.deps, prev))
+        ops.append(op)
+        last[op.core] = op.id
+    return attrs.evolve(graph, ops=ops)
+
+
+def _serialised(graph: OpGraph, hw: Hardware, *, mode: str, seed: int, reason: Exception):
+    """Fallback when the event-id budget defeats the solver or the sync planner.
+
+    With every core serialised, each cross-pipe dependency is implied by a flag between
+    consecutive ops, and a flag's SET always happens-after the previous WAIT on its pipe pair,
+    so one id per pair suffices. The solver runs with the id budget lifted (the serial chain
+    keeps lifetimes disjoint anyway); the planner then assigns ids against the real budget.
+    """
+    from staticsched.emit import finalize
+    from staticsched.solver import solve
+
+    roomy = attrs.evolve(
+        hw, sync=attrs.evolve(hw.sync, event_ids=64, cross_core_event_ids=1024)
+    )
+    raw = solve(serialise(graph), roomy, method="list", seed=seed)
+    stats = dict(raw.stats)
+    stats["fallback"] = "serialised per core: " + str(reason).splitlines()[0]
+    raw = attrs.evolve(raw, hw=hw, status="heuristic", stop_reason="serialised_fallback",
+                       stats=stats)
+    final, program, plan = finalize(raw, mode=mode)
+    return attrs.evolve(final, graph=graph), program, plan
 
 
 def schedule(
