@@ -1,0 +1,57 @@
+"""Emission: sync planning, program building, program text/JSON forms and output files.
+
+Typical use::
+
+    schedule, program, plan = finalize(solve(graph, hw))
+    write_outputs("out", schedule, program, plan)
+"""
+
+from staticsched.emit.build import TimingMismatchError, build_program, finalize, replay_cycles
+from staticsched.emit.bundles import bundle_lines, dumps_bundles
+from staticsched.emit.files import OUTPUT_FILES, render_outputs, write_outputs
+from staticsched.emit.gantt import render_gantt
+from staticsched.emit.load import load_program, loads_program
+from staticsched.emit.program_json import dumps_program_json, program_from_dict, program_to_dict
+from staticsched.emit.program_text import dumps_program_text, parse_program_text
+from staticsched.emit.summary import summary_lines
+from staticsched.emit.sync import Flag, PlanStream, SyncPlan, SyncStats, plan_sync, plan_timed
+from staticsched.emit.timetable import (
+    dumps_timetable_csv,
+    dumps_timetable_json,
+    dumps_timetable_text,
+    timetable_to_dict,
+)
+from staticsched.emit.trace import dumps_trace, trace_lines
+
+__all__ = [
+    "OUTPUT_FILES",
+    "Flag",
+    "PlanStream",
+    "SyncPlan",
+    "SyncStats",
+    "TimingMismatchError",
+    "build_program",
+    "bundle_lines",
+    "dumps_bundles",
+    "dumps_program_json",
+    "dumps_program_text",
+    "dumps_timetable_csv",
+    "dumps_timetable_json",
+    "dumps_timetable_text",
+    "dumps_trace",
+    "finalize",
+    "load_program",
+    "loads_program",
+    "parse_program_text",
+    "plan_sync",
+    "plan_timed",
+    "program_from_dict",
+    "program_to_dict",
+    "render_gantt",
+    "render_outputs",
+    "replay_cycles",
+    "summary_lines",
+    "timetable_to_dict",
+    "trace_lines",
+    "write_outputs",
+]

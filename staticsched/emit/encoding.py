@@ -1,0 +1,146 @@
+"""What the text and JSON program forms share: mnemonics, name quoting, attribute typing.
+
+Both forms carry exactly the fields an instruction of its kind uses (see
+:mod:`staticsched.model.program`); :func:`check_encodable` refuses anything else so that
+``parse(emit(p)) == p`` holds for every program the emitters accept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from staticsched.errors import ProgramError
+from staticsched.model.opkinds import KINDS
+from staticsched.model.program import SYNC_KINDS, Instr, Program
+
+#: the kind of an opaque op (an OpGraph op without a kind)
+OPAQUE = "op"
+
+MNEMONIC: dict[str, str] = {
+    **{k.name: k.mnemonic for k in KINDS.values()},
+    OPAQUE: "OP",
+    **{k: k.upper() for k in SYNC_KINDS},
+}
+KIND_OF: dict[str, str] = {m: k for k, m in MNEMONIC.items()}
+assert len(KIND_OF) == len(MNEMONIC), "two kinds share a mnemonic"
+
+# printable ASCII except space, '"' and '=': such a token needs no quotes in the text form
+_BARE = re.compile(r"[!#-<>-~]+\Z")
+#: the separator between an op's reads and writes in the text form
+ARROW = "->"
+
+
+def quote(text: str) -> str:
+    """``text`` as one token: bare when that is unambiguous, else a JSON string literal."""
+    if _BARE.match(text) and text != ARROW:
+        return text
+    return json.dumps(text)
+
+
+_ATTR_TYPES: dict[str, dict[str, str]] = {OPAQUE: {}, **{k.name: k.attr_types for k in KINDS.values()}}
+_NO_ATTRS: dict[str, str] = {}
+
+
+def attr_types(kind: str) -> dict[str, str]:
+    """Declared attribute types of a micro-op kind (none for opaque and sync kinds)."""
+    return _ATTR_TYPES.get(kind, _NO_ATTRS)
+
+
+def check_encodable(program: Program) -> None:
+    """Refuse instructions that carry fields their kind does not use.
+
+    Raises
+    ------
+    ProgramError
+        One line per offending instruction, naming the stream, index and field.
+    """
+    lines: list[str] = []
+    for st in program.streams:
+        for n, ins in enumerate(st.instrs):
+            where = f"stream core {st.core} unit {st.unit!r} instr {n} ({ins.kind} {ins.id!r})"
+            for problem in _instr_problems(ins):
+                lines.append(f"{where}: {problem}")
+    if lines:
+        raise ProgramError(lines)
+
+
+def _instr_problems(ins: Instr) -> list[str]:
+    if ins.kind not in MNEMONIC:
+        return [f"unknown kind {ins.kind!r}"]
+    unused: list[str] = []
+    if ins.kind in _ATTR_TYPES and not ins.src and not ins.dst and ins.event == -1 and ins.peer_core == -1:
+        # the common micro-op: only its attributes need a closer look
+        types = _ATTR_TYPES[ins.kind]
+        if len(ins.attrs) == len({k for k, _ in ins.attrs}) and all(
+            k in types and _value_ok(types[k], v) for k, v in ins.attrs
+        ):
+            return []
+    if ins.is_sync:
+        unused = [f for f, bad in (("id", ins.id), ("duration", ins.duration)) if bad]
+        unused += [f for f in ("reads", "writes", "attrs") if getattr(ins, f)]
+        if ins.kind.endswith("_flag"):
+            unused += ["peer_core"] if ins.peer_core != -1 else []
+        else:
+            unused += [f for f in ("src", "dst") if getattr(ins, f)]
+    else:
+        unused = [f for f in ("src", "dst") if getattr(ins, f)]
+        unused += [f for f in ("event", "peer_core") if getattr(ins, f) != -1]
+    out = [f"field '{f}' is not used by kind {ins.kind!r}" for f in unused]
+    types = attr_types(ins.kind)
+    seen: set[str] = set()
+    for key, value in ins.attrs:
+        if key in seen:
+            out.append(f"attribute '{key}' given twice")
+        seen.add(key)
+        if key not in types:
+            out.append(f"attribute '{key}' is not declared by kind {ins.kind!r}")
+        elif not _value_ok(types[key], value):
+            out.append(f"attribute '{key}' must be {types[key]}, got {value!r}")
+    return out
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _value_ok(t: str, v: Any) -> bool:
+    if t == "int":
+        return _is_int(v)
+    if t == "float":
+        return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+    if t == "bool":
+        return isinstance(v, bool)
+    if t == "str":
+        return isinstance(v, str)
+    if t == "region":
+        try:
+            (r0, r1), (c0, c1) = v
+        except (TypeError, ValueError):
+            return False
+        return all(_is_int(x) for x in (r0, r1, c0, c1))
+    return False
+
+
+def attr_to_json(t: str, value: Any) -> Any:
+    """An attribute value in JSON form (regions become nested lists)."""
+    if t == "region":
+        return [list(value[0]), list(value[1])]
+    return value
+
+
+def attr_from_json(t: str, value: Any) -> Any:
+    """Inverse of :func:`attr_to_json`; raises ``ValueError`` on a wrongly typed value."""
+    if t == "region":
+        if not (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(r, list) and len(r) == 2 and all(_is_int(x) for x in r) for r in value)
+        ):
+            raise ValueError(f"region must be [[r0, r1], [c0, c1]], got {value!r}")
+        return ((value[0][0], value[0][1]), (value[1][0], value[1][1]))
+    if not _value_ok(t, value):
+        raise ValueError(f"must be {t}, got {value!r}")
+    return float(value) if t == "float" else value

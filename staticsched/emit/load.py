@@ -1,0 +1,53 @@
+"""Reading a program file in either form (what the verifier calls)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from staticsched.emit.program_json import program_from_dict
+from staticsched.emit.program_text import parse_program_text
+from staticsched.errors import ProgramError
+from staticsched.model.program import Program
+
+
+def loads_program(text: str, where: str = "<program>") -> Program:
+    """Parse program text in either form: JSON when it starts with ``{``, else the text form.
+
+    Raises
+    ------
+    ProgramError
+        Naming ``where`` and the line (text form) or key (JSON form) of the problem.
+    """
+    if text.lstrip().startswith("{"):
+
+        def no_constant(name: str) -> None:
+            raise ValueError(f"{name} is not allowed")
+
+        try:
+            data = json.loads(text, parse_constant=no_constant)
+        except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+            raise ProgramError(f"{where}: not valid JSON: {exc}") from None
+        return program_from_dict(data, where)
+    try:
+        return parse_program_text(text)
+    except ProgramError as exc:
+        raise ProgramError([f"{where}: {p}" for p in exc.problems]) from None
+
+
+def load_program(path: str | Path) -> Program:
+    """Load ``program.txt`` or ``program.json`` (the form is sniffed from the content).
+
+    Raises
+    ------
+    ProgramError
+        When the file is missing, unreadable, or not a valid program.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProgramError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProgramError(f"{path}: cannot read: {exc}") from None
+    return loads_program(text, str(path))

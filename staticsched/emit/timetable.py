@@ -1,0 +1,114 @@
+"""Timetable files: ``timetable.json`` (DESIGN §6), ``timetable.csv`` and ``timetable.txt``.
+
+Nothing non-deterministic goes in: no wall-clock times, no solver statistics (they may hold
+timings); the same schedule always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from staticsched.emit.jsonfmt import dumps_json
+from staticsched.emit.sync import SyncPlan
+from staticsched.model.schedule import Schedule
+
+FORMAT = "staticsched.timetable"
+VERSION = 1
+
+
+def timetable_to_dict(schedule: Schedule, plan: SyncPlan) -> dict[str, Any]:
+    """The ``timetable.json`` content as a dict with a fixed key order."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "hw": schedule.hw.name,
+        "makespan": schedule.makespan,
+        "lower_bound": schedule.lower_bound,
+        "gap": round(schedule.gap, 6),
+        "status": schedule.status,
+        "method": schedule.method,
+        "stop_reason": schedule.stop_reason,
+        "mode": plan.mode,
+        "ops": [
+            {"id": t.id, "core": t.core, "unit": t.unit, "start": t.start, "end": t.end} for t in schedule.ops
+        ],
+        "items": {
+            p.item: {
+                "core": p.core,
+                "space": p.space,
+                "offset": p.offset,
+                "bytes": p.bytes,
+                "start": p.start,
+                "end": p.end,
+            }
+            for p in schedule.items
+        },
+        "events": [
+            {
+                "kind": e.kind,
+                "core": e.core,
+                "src": e.src,
+                "dst": e.dst,
+                "dst_core": e.dst_core,
+                "event": e.event,
+                "producer": e.producer,
+                "consumer": e.consumer,
+                "set_cycle": e.set_cycle,
+                "wait_cycle": e.wait_cycle,
+                "reason": e.reason,
+            }
+            for e in schedule.events
+        ],
+        "sync": plan.stats.as_dict(),
+    }
+
+
+def dumps_timetable_json(schedule: Schedule, plan: SyncPlan) -> str:
+    """``timetable.json``: one op, item and event per line."""
+    return dumps_json(timetable_to_dict(schedule, plan))
+
+
+def dumps_timetable_csv(schedule: Schedule) -> str:
+    """``timetable.csv``: ``id,core,unit,kind,start,end,duration`` per op, in graph order."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["id", "core", "unit", "kind", "start", "end", "duration"])
+    graph = schedule.graph
+    for t in schedule.ops:
+        w.writerow([t.id, t.core, t.unit, graph.op(t.id).kind, t.start, t.end, t.end - t.start])
+    return buf.getvalue()
+
+
+def _fmt_us(schedule: Schedule, cycles: int) -> str:
+    return f"{schedule.hw.cycles_to_us(cycles):.3f} us"
+
+
+def dumps_timetable_text(schedule: Schedule, plan: SyncPlan) -> str:
+    """``timetable.txt``: a header and one row per op in start order, for people."""
+    hw = schedule.hw
+    s = schedule
+    lines = [
+        f"# timetable: hw {hw.name}, {s.method} ({s.status}, stop: {s.stop_reason or '-'})",
+        f"# makespan {s.makespan} cycles ({_fmt_us(s, s.makespan)} at {hw.clock_ghz:g} GHz), "
+        f"lower bound {s.lower_bound} cycles, gap {100 * s.gap:.2f}%",
+        f"# {len(s.ops)} ops, {len(s.items)} items, {len(s.events)} sync events ({plan.mode})",
+    ]
+    rank = {u: k for k, u in enumerate(hw.unit_names)}
+    graph = schedule.graph
+    rows = sorted(
+        range(len(s.ops)),
+        key=lambda i: (s.ops[i].start, s.ops[i].core, rank.get(s.ops[i].unit, len(rank)), i),
+    )
+    id_w = max([2, *(len(t.id) for t in schedule.ops)])
+    unit_w = max([4, *(len(u) for u in hw.unit_names)])
+    lines.append(f"{'start':>10} {'end':>10} {'dur':>8} {'core':>4} {'unit':<{unit_w}} {'op':<{id_w}} kind")
+    for i in rows:
+        t = schedule.ops[i]
+        kind = graph.op(t.id).kind or "-"
+        dur = t.end - t.start
+        lines.append(
+            f"{t.start:>10} {t.end:>10} {dur:>8} {t.core:>4} {t.unit:<{unit_w}} {t.id:<{id_w}} {kind}"
+        )
+    return "\n".join(lines) + "\n"
