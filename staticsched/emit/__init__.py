@@ -6,7 +6,7 @@ Typical use::
     write_outputs("out", schedule, program, plan)
 """
 
-from staticsched.emit.build import TimingMismatchError, build_program, finalize, replay_cycles
+from staticsched.emit.build import build_program, finalize, replay_cycles
 from staticsched.emit.bundles import bundle_lines, dumps_bundles
 from staticsched.emit.files import OUTPUT_FILES, render_outputs, write_outputs
 from staticsched.emit.gantt import render_gantt
@@ -29,7 +29,6 @@ __all__ = [
     "PlanStream",
     "SyncPlan",
     "SyncStats",
-    "TimingMismatchError",
     "build_program",
     "bundle_lines",
     "dumps_bundles",
