@@ -33,6 +33,7 @@ def hardware_models(draw, *, max_cores: int = 3, item_bytes: int = 1024) -> Hard
     slots = draw(st.sampled_from([1, 2, 3, 4, 8, 64]), label="L1 slots")
     alignment = draw(st.sampled_from([1, 32, 512]), label="alignment")
     aligned = -(-item_bytes // alignment) * alignment
+    flag_latency = draw(st.integers(0, 10), label="flag latency")
     return Hardware(
         name="gen",
         cores=draw(st.integers(1, max_cores), label="cores"),
@@ -40,11 +41,11 @@ def hardware_models(draw, *, max_cores: int = 3, item_bytes: int = 1024) -> Hard
         spaces=[Space("GM", 0, 1), Space("L1", aligned * slots, alignment)],
         sync=SyncModel(
             event_ids=draw(st.integers(1, 8), label="event ids"),
-            flag_latency=draw(st.integers(0, 10), label="flag latency"),
+            flag_latency=flag_latency,
             # the hardware's 16 (Ascend): the solver gives every concurrently live cross-core
             # dependency its own id, so tiny budgets make fan-out graphs infeasible by design
             cross_core_event_ids=16,
-            cross_core_latency=draw(st.integers(0, 10), label="cross latency"),
+            cross_core_latency=flag_latency + draw(st.integers(0, 10), label="cross latency"),
         ),
     )
 

@@ -74,6 +74,10 @@ def _bad(mutate) -> str:
         (lambda d: d["units"].update(DMA=3), "units.DMA: must be a table"),
         (lambda d: d.pop("units"), "missing required key 'units'"),
         (lambda d: d["sync"].update(event_ids=-1), "sync: 'event_ids' = -1"),
+        (
+            lambda d: d["sync"].update(flag_latency=4, cross_core_latency=1),
+            "'cross_core_latency' = 1 must be >= 'flag_latency' = 4",
+        ),
         (lambda d: d["sync"].update(flag_latancy=1), "sync: unknown key 'flag_latancy'"),
         (
             lambda d: d.update(paths=[{"unit": "NOPE", "src": "GM", "dst": "L1", "bytes_per_cycle": 1}]),

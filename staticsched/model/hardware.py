@@ -238,6 +238,11 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         cross_core_latency=get_int(sync_d, "cross_core_latency", w, pr, default=flag_latency, minimum=0),
     )
 
+    if sync.cross_core_latency < sync.flag_latency:
+        # a dependency implied through another core must cost at least a direct flag, or the
+        # emitted timetable (with the redundant flag dropped) would be shorter than the model
+        pr.add(f"{where}: sync: 'cross_core_latency' = {sync.cross_core_latency} must be >= "
+               f"'flag_latency' = {sync.flag_latency}")
     paths = []
     seen_paths: set[tuple[str, str]] = set()
     for i, body in enumerate(get_list(data, "paths", where, pr, default=[])):
