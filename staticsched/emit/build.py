@@ -259,8 +259,9 @@ def finalize(schedule: Schedule, mode: str = "flags") -> tuple[Schedule, Program
     Returns
     -------
     (Schedule, Program, SyncPlan)
-        The schedule with its sync events (flags mode; re-timed if credit flags delayed
-        anything), the program, and the plan.
+        The schedule with its sync events (flags mode; timed by the program's nominal replay,
+        which differs from the input only where credit flags delay ops or the input had slack),
+        the program, and the plan.
 
     Raises
     ------

@@ -23,11 +23,13 @@ Planning runs in two passes:
    HB-after the previous WAIT on it (the reuse rule) and the previous WAIT is HB-before the new
    WAIT without the new flag (so the new WAIT cannot consume the previous SET; automatic
    within one pipe pair, a real condition for a cross-core pool serving several pipes). The
-   lowest eligible id wins. When none is eligible, a *credit* flag (design refinement 4) runs
-   from an already passed earlier WAIT back to a WAIT right before the new SET; it cannot close
-   a cycle because its source was processed first. A SET for which no passed WAIT can give a
-   credit waits (is parked) until one is passed, as the program would; if that never happens
-   the plan is infeasible and says which pool, ops and budget.
+   lowest eligible id wins. When none is eligible: (1) if the WAITs of the next op on the
+   SET's pipe are released by the time the SET would fire anyway, they are passed first (no
+   nominal delay; the SET then knows more); (2) a *credit* flag (design refinement 4) runs from
+   an already passed earlier WAIT back to a WAIT right before the new SET; it cannot close a
+   cycle because its source was processed first; (3) the SET waits (is parked) until such a
+   WAIT is passed, as the program would. If that never happens the plan is infeasible and the
+   error names the pool, ops, budget and id holders.
 """
 
 from __future__ import annotations
@@ -333,11 +335,13 @@ class _IdAssigner:
 
     Per id pool the state of every id is: unused (None), set but not yet waited (busy), or
     free with its last WAIT. After an op, the SETs that have an eligible id are placed at once;
-    one that needs a credit gets a credit WAIT right before it, whose SET goes right behind the
-    earlier WAIT it relies on; one for which no passed WAIT can send a credit is parked until a
-    WAIT on its pool (or on the credit's reverse pool) is passed -- the program would block
-    there too -- while the SETs already placed go ahead. The WAITs before an op are passed in
-    the order their SETs fire, each as soon as its SET is placed.
+    for the others the next op's WAITs are passed first when that is free (see
+    :meth:`free_lookahead`); then one that needs a credit gets a credit WAIT right before it,
+    whose SET goes right behind the earlier WAIT it relies on; one for which no passed WAIT can
+    send a credit is parked until a WAIT on its pool (or on the credit's reverse pool) is
+    passed -- the program would block there too -- while the SETs already placed go ahead. The
+    WAITs before an op are passed in the order their SETs fire, each as soon as its SET is
+    placed.
     """
 
     def __init__(self, schedule: Schedule, lay: _Layout, kept: list[tuple[int, int, Edge]]) -> None:
