@@ -25,7 +25,11 @@ from staticsched.verify.flags import double_set_findings, static_flag_findings
 from staticsched.verify.hb import flags_pass, race_findings, timed_pass
 from staticsched.verify.index import OP, SET, WAIT, ProgramIndex
 from staticsched.verify.jitter import jitter_findings
-from staticsched.verify.memory import live_range_findings, placement_findings
+from staticsched.verify.memory import (
+    live_range_findings,
+    placement_findings,
+    uninitialized_read_findings,
+)
 from staticsched.verify.replay import Replay, simulate
 from staticsched.verify.report import CHECKS, Finding, Report
 
@@ -121,6 +125,7 @@ def verify(
 
     found["memory"].extend(clock.run("memory", placement_findings, ix))
     found["memory"].extend(clock.run("memory", live_range_findings, ix, rep))
+    found["memory"].extend(clock.run("memory", uninitialized_read_findings, ix, rep))
     found["conformance"].extend(clock.run("conformance", conformance_findings, ix, rep))
 
     stats: dict[str, Any] = _counts(ix, rep)

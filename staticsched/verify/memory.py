@@ -1,8 +1,9 @@
-"""Memory checks: bounds, alignment, overlapping items, accesses outside live ranges."""
+"""Memory checks: bounds, alignment, overlapping items, accesses outside live ranges, reads of
+items nothing has written yet."""
 
 from __future__ import annotations
 
-from staticsched.verify.index import ProgramIndex, region_text
+from staticsched.verify.index import OP, ProgramIndex, region_text
 from staticsched.verify.replay import Replay
 from staticsched.verify.report import Finding
 
@@ -118,4 +119,45 @@ def live_range_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
                 cycle=rep.start[g],
             )
         )
+    return out
+
+
+def uninitialized_read_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
+    """``uninitialized_read``: in the nominal replay a micro-op reads an item before any other
+    op has finished writing it (a reordering that keeps every access happens-before ordered
+    but turns a RAW into a WAR is no race, yet reads garbage); one finding per item."""
+    first_write_end: dict[str, int] = {}
+    for gid in range(ix.n):
+        if ix.role[gid] == OP and rep.start[gid] >= 0:
+            for name in ix.instr[gid].writes:
+                end = rep.end[gid]
+                if end < first_write_end.get(name, end + 1):
+                    first_write_end[name] = end
+    out = []
+    seen: set[str] = set()
+    reads = sorted(
+        (rep.start[gid], gid)
+        for gid in range(ix.n)
+        if ix.role[gid] == OP and rep.start[gid] >= 0 and ix.instr[gid].reads
+    )
+    for start, gid in reads:
+        for name in ix.instr[gid].reads:
+            if name in seen or name not in ix.items:
+                continue
+            ready = first_write_end.get(name)
+            if ready is not None and ready <= start:
+                continue
+            seen.add(name)
+            when = "no op writes it" if ready is None else f"its first write ends at {ready}"
+            out.append(
+                Finding(
+                    "memory",
+                    "uninitialized_read",
+                    f"{ix.describe(gid)} reads item '{name}' at cycle {start} but {when}",
+                    ops=(ix.op_label(gid),),
+                    core=ix.core_of(gid),
+                    pipes=(ix.unit_of(gid),),
+                    cycle=start,
+                )
+            )
     return out
