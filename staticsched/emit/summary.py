@@ -27,7 +27,12 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
     ms = schedule.makespan
     lines = [
         f"makespan     : {ms} cycles ({hw.cycles_to_us(ms):.3f} us at {hw.clock_ghz:g} GHz)",
-        f"lower bound  : {schedule.lower_bound} cycles, gap {100 * schedule.gap:.2f}%",
+        f"lower bound  : {schedule.lower_bound} cycles, gap {100 * schedule.gap:.2f}%"
+        + (
+            " (static bound; CP-SAT proved this makespan optimal)"
+            if schedule.status == "optimal" and schedule.makespan > schedule.lower_bound
+            else ""
+        ),
         f"status       : {schedule.status} (method {schedule.method}, "
         f"stop reason {schedule.stop_reason or '-'})",
     ]
