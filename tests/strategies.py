@@ -52,12 +52,19 @@ def hardware_models(draw, *, max_cores: int = 3, item_bytes: int = 1024) -> Hard
 
 @st.composite
 def opgraphs(
-    draw, hw: Hardware, *, max_ops: int = 16, item_bytes: int = 1024, deps: bool = True
+    draw,
+    hw: Hardware,
+    *,
+    max_ops: int = 16,
+    item_bytes: int = 1024,
+    deps: bool = True,
+    touch: bool = False,
 ) -> OpGraph:
     """A DAG of opaque ops on ``hw`` with L1 items (core-local) and GM items (shared).
 
     Ops may write a new item, overwrite an item (reuse), read items written earlier on the
-    same core (L1) or on any core (GM), and carry explicit deps on earlier ops.
+    same core (L1) or on any core (GM), and carry explicit deps on earlier ops. With ``touch``
+    every op reads or writes at least one item.
     """
     n = draw(st.integers(1, max_ops), label="ops")
     units = hw.unit_names
@@ -111,6 +118,12 @@ def opgraphs(
             writes.append(name)
         elif choice == "reuse" and reads:
             writes.append(reads[0])  # read-modify-write of an item already live here
+        if touch and not reads and not writes:
+            # every op touches data, so reordering it is observable (GM takes no capacity)
+            name = f"g{len(items)}"
+            items[name] = Item(name, "GM", item_bytes)
+            core_of[name] = core
+            writes.append(name)
         ops.append(
             Op(f"op{j}", unit, duration, core, [f"op{d}" for d in sorted(set(dep_ix))], reads, writes)
         )

@@ -76,8 +76,9 @@ def test_deterministic_output(data):
 @given(data=st.data())
 def test_mutations_are_always_reported(data):
     hw = data.draw(hardware_models(), label="hw")
-    # explicit deps of opaque ops are not data: breaking one is not a race the program shows
-    graph = data.draw(opgraphs(hw, deps=False), label="graph")
+    # explicit deps of opaque ops are not data, and an op touching nothing can move freely:
+    # reordering those is not a bug any program-level check could (or should) show
+    graph = data.draw(opgraphs(hw, deps=False, touch=True), label="graph")
     res = _compile(graph, hw, "list")
     names = sorted(PROGRAM_MUTATIONS)
     start = data.draw(st.integers(0, len(names) - 1), label="mutation")
