@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import random
 import sys
 import time
 from collections.abc import Callable
@@ -28,33 +27,14 @@ import attrs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from staticsched.model.hardware import Hardware, Space, SyncModel, Unit, load_hardware  # noqa: E402
+from staticsched.model.hardware import Hardware, load_hardware  # noqa: E402
 from staticsched.model.opgraph import Item, Op, OpGraph, load_opgraph  # noqa: E402
+from staticsched.model.synthetic import tile_pipeline  # noqa: E402
 from staticsched.solver import solve  # noqa: E402
 
 
 def double_buffer() -> tuple[OpGraph, Hardware]:
     return load_opgraph(ROOT / "examples" / "double_buffer.json"), load_hardware("double-buffer-demo")
-
-
-def tile_pipeline(tiles: int, seed: int = 0) -> tuple[OpGraph, Hardware]:
-    """Heterogeneous double-buffered tiles (load 30-120, compute 50-150, store 15-60 cycles),
-    as in shared/reference/cpsat-at-scale.md §4.4."""
-    rng = random.Random(seed)
-    items, ops = [], []
-    for i in range(tiles):
-        items += [Item(f"in{i}", "L1", 32768), Item(f"out{i}", "UB", 16384)]
-        ops.append(Op(f"load{i}", "DMA", rng.randint(30, 120), writes=[f"in{i}"]))
-        ops.append(Op(f"mm{i}", "CUBE", rng.randint(50, 150), reads=[f"in{i}"], writes=[f"out{i}"]))
-        ops.append(Op(f"store{i}", "DMA_OUT", rng.randint(15, 60), reads=[f"out{i}"]))
-    hw = Hardware(
-        "pipeline",
-        1,
-        [Unit("DMA"), Unit("CUBE"), Unit("DMA_OUT")],
-        [Space("GM", 0), Space("L1", 65536, 32), Space("UB", 32768, 32)],
-        SyncModel(),
-    )
-    return OpGraph(items, ops), hw
 
 
 def gemm_opgraph(hw: Hardware, cores: int, blocks: int = 64, ksteps: int = 32) -> OpGraph:

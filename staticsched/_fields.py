@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 _MISSING = object()
@@ -176,3 +177,14 @@ def get_str_list(obj: Mapping[str, Any], key: str, where: str, problems: Problem
         else:
             problems.add(f"{where}: '{key}'[{i}] must be a string, got {v!r}")
     return out
+
+
+def read_text_file(path: str | Path, error: type[Exception]) -> str:
+    """The UTF-8 text of a user's file; a missing or unreadable file raises ``error`` with one
+    line naming the path."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: cannot read: {exc}") from None

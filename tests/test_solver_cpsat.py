@@ -1,12 +1,12 @@
 """CP-SAT backend plumbing: complete feasible hints, model feasibility, limits, LNS."""
 
-import random
 
 import pytest
 from ortools.sat.python import cp_model
 
-from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
-from staticsched.model.opgraph import Item, Op, OpGraph
+from staticsched.model import synthetic
+from staticsched.model.hardware import Hardware
+from staticsched.model.opgraph import OpGraph
 from staticsched.solver import build_problems, list_schedule, lower_bound, solve
 from staticsched.solver.cpmodel import build_model, solve_cpsat
 from staticsched.solver.feasibility import model_violations
@@ -15,22 +15,7 @@ from staticsched.solver.normalize import semi_active
 
 
 def tile_pipeline(n: int, seed: int = 0, slots: int = 2, event_ids: int = 8) -> tuple[OpGraph, Hardware]:
-    """Heterogeneous double-buffered tiles: load (DMA) -> compute (CUBE) -> store (DMA_OUT)."""
-    rng = random.Random(seed)
-    items, ops = [], []
-    for i in range(n):
-        items += [Item(f"in{i}", "L1", 32768), Item(f"out{i}", "UB", 16384)]
-        ops.append(Op(f"load{i}", "DMA", rng.randint(30, 120), writes=[f"in{i}"]))
-        ops.append(Op(f"mm{i}", "CUBE", rng.randint(50, 150), reads=[f"in{i}"], writes=[f"out{i}"]))
-        ops.append(Op(f"store{i}", "DMA_OUT", rng.randint(15, 60), reads=[f"out{i}"]))
-    hw = Hardware(
-        "pipe",
-        1,
-        [Unit("DMA"), Unit("CUBE"), Unit("DMA_OUT")],
-        [Space("GM", 0), Space("L1", 32768 * slots, 32), Space("UB", 16384 * slots, 32)],
-        SyncModel(event_ids=event_ids, flag_latency=1),
-    )
-    return OpGraph(items, ops), hw
+    return synthetic.tile_pipeline(n, seed, slots=slots, event_ids=event_ids, flag_latency=1)
 
 
 @pytest.mark.parametrize("event_ids", [1, 8])

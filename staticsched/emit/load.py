@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from staticsched._fields import read_text_file
 from staticsched.emit.program_json import program_from_dict
 from staticsched.emit.program_text import parse_program_text
 from staticsched.errors import ProgramError
@@ -43,11 +44,4 @@ def load_program(path: str | Path) -> Program:
     ProgramError
         When the file is missing, unreadable, or not a valid program.
     """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProgramError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProgramError(f"{path}: cannot read: {exc}") from None
-    return loads_program(text, str(path))
+    return loads_program(read_text_file(path, ProgramError), str(path))

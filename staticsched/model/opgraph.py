@@ -26,6 +26,7 @@ from staticsched._fields import (
     get_mapping,
     get_str,
     get_str_list,
+    read_text_file,
 )
 from staticsched.errors import GraphError, InputError
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
@@ -452,13 +453,7 @@ def dumps_opgraph(g: OpGraph) -> str:
 
 def load_json_file(path: str | Path) -> Any:
     """Read a JSON file; a missing file, bad UTF-8, bad JSON or NaN is an :class:`InputError`."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+    text = read_text_file(path, InputError)
 
     def _no_const(name: str) -> Any:
         raise ValueError(f"{name} is not allowed")
