@@ -124,13 +124,6 @@ def _value_ok(t: str, v: Any) -> bool:
     return False
 
 
-def attr_to_json(t: str, value: Any) -> Any:
-    """An attribute value in JSON form (regions become nested lists)."""
-    if t == "region":
-        return [list(value[0]), list(value[1])]
-    return value
-
-
 def attr_from_json(t: str, value: Any) -> Any:
     """Inverse of :func:`attr_to_json`; raises ``ValueError`` on a wrongly typed value."""
     if t == "region":

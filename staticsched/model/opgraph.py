@@ -30,7 +30,7 @@ from staticsched._fields import (
 )
 from staticsched.errors import GraphError, InputError
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
-from staticsched.model.opkinds import KINDS, ItemShape, normalize_attrs
+from staticsched.model.opkinds import KINDS, ItemShape, attr_to_json, normalize_attrs
 
 FORMAT = "staticsched.opgraph"
 VERSION = 1
@@ -404,12 +404,6 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
     return OpGraph(items, ops, tensors, source)
 
 
-def _jsonable_attr(v: Any) -> Any:
-    if isinstance(v, tuple):
-        return [_jsonable_attr(x) for x in v]
-    return v
-
-
 def opgraph_to_dict(g: OpGraph) -> dict[str, Any]:
     """The JSON form; ``opgraph_from_dict(opgraph_to_dict(g)) == g``."""
     out: dict[str, Any] = {"format": FORMAT, "version": VERSION}
@@ -439,7 +433,8 @@ def opgraph_to_dict(g: OpGraph) -> dict[str, Any]:
         if op.writes:
             body["writes"] = list(op.writes)
         if op.attrs:
-            body["attrs"] = {k: _jsonable_attr(v) for k, v in op.attrs}
+            types = KINDS[op.kind].attr_types
+            body["attrs"] = {k: attr_to_json(types[k], v) for k, v in op.attrs}
         ops.append(body)
     out["ops"] = ops
     if g.source:

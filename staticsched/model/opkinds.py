@@ -313,6 +313,13 @@ def format_attr(kind_type: str, value: Any) -> str:
     return str(value)
 
 
+def attr_to_json(kind_type: str, value: Any) -> Any:
+    """The one JSON form of an attribute value (regions become nested lists)."""
+    if kind_type == "region":
+        return [list(value[0]), list(value[1])]
+    return value
+
+
 def parse_attr(kind_type: str, text: str) -> Any:
     """Inverse of :func:`format_attr`; raises ``ValueError`` on malformed text."""
     if kind_type == "region":
