@@ -39,5 +39,14 @@ class InfeasibleError(StaticschedError):
     """The input is well formed but no schedule exists (the message says which constraint)."""
 
 
+class EventBudgetError(InfeasibleError):
+    """The sync planner found no event id for a flag without moving ops.
+
+    Internal to planning: :func:`staticsched.emit.plan_sync` catches it and falls back to a
+    plan that trades time for ids, so users only see it when they call the id assigner
+    directly.
+    """
+
+
 class ProgramError(InputError):
     """A program file could not be parsed."""

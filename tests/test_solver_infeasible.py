@@ -3,10 +3,12 @@
 import attrs
 import pytest
 
+from staticsched.emit import finalize
 from staticsched.errors import InfeasibleError, InputError, StaticschedError
 from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
 from staticsched.model.opgraph import Item, Op, OpGraph
 from staticsched.solver import solve
+from staticsched.verify import verify
 
 HW = Hardware(
     "tiny",
@@ -61,9 +63,11 @@ def test_same_pipe_dependency_needs_no_event_id():
     assert s.makespan == 15 and s.verify() == ()
 
 
-def test_fan_out_beyond_a_single_cross_core_id_is_proven_impossible():
-    # 'a' must signal ops on two pipes of core 1 at the moment it ends; one id cannot carry
-    # both flags (one WAIT could consume the other's SET)
+def test_fan_out_beyond_a_single_cross_core_id_still_schedules():
+    # 'a' must signal ops on two pipes of core 1 at the moment it ends: one id cannot carry
+    # both flags at once (one WAIT could consume the other's SET). The flag-lifetime model
+    # proves that, but the sync planner can delay a SET, so the solver drops the model and the
+    # program still verifies, with the consumers re-timed
     graph = OpGraph(
         [],
         [
@@ -73,11 +77,11 @@ def test_fan_out_beyond_a_single_cross_core_id_is_proven_impossible():
         ],
     )
     hw = attrs.evolve(HW, sync=SyncModel(cross_core_event_ids=1))
-    with pytest.raises(InfeasibleError) as err:
-        solve(graph, hw)
-    (line,) = err.value.problems
-    assert "'a'" in line and "2 cross-core flags" in line and "cross_core_event_ids = 1" in line
-    assert "CP-SAT proves" in line
+    sched = solve(graph, hw)
+    assert dict(sched.stats)["event_budgets_relaxed"] == 1
+    _final, program, plan = finalize(sched)
+    assert plan.stats.ids_used and all(n == 1 for key, n in plan.stats.ids_used if "->core" in key)
+    assert verify(program, hw, jitter=5).ok
 
 
 @pytest.mark.parametrize(

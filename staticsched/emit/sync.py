@@ -40,10 +40,11 @@ from collections.abc import Callable, Sequence
 import attrs
 import numpy as np
 
-from staticsched.errors import InfeasibleError, InputError
+from staticsched.errors import EventBudgetError, InfeasibleError, InputError
 from staticsched.model.deps import address_edges
 from staticsched.model.opgraph import Edge
 from staticsched.model.schedule import Schedule
+from staticsched.progress import Progress, silent
 
 
 @attrs.frozen
@@ -111,10 +112,12 @@ class SyncStats:
     credits: int
     cross_core: int
     ids_used: tuple[tuple[str, int], ...] = attrs.field(converter=tuple, default=())
+    relays: int = 0
+    fallback: str = ""
 
     def as_dict(self) -> dict:
         """JSON-ready form with a fixed key order."""
-        return {
+        out = {
             "dependencies": self.dependencies,
             "flags_naive": self.flags_naive,
             "flags_kept": self.flags_kept,
@@ -123,6 +126,10 @@ class SyncStats:
             "cross_core": self.cross_core,
             "ids_used": dict(self.ids_used),
         }
+        if self.fallback:
+            out["relays"] = self.relays
+            out["fallback"] = self.fallback
+        return out
 
 
 @attrs.frozen
@@ -442,7 +449,8 @@ class _IdAssigner:
                 heapq.heappush(self.heap, (max(self.lay.end[x], last.time), 1, self.lay.pipe_of[x], x))
 
     # ---------------------------------------------------------------- traversal
-    def run(self) -> list[_Draft]:
+    def run(self, tick: Callable[[int], None] | None = None) -> list[_Draft]:
+        """Assign ids and credits; ``tick(n)`` is told of every ``n`` ops finished."""
         lay = self.lay
         for seq in lay.seq:
             if seq:
@@ -454,6 +462,8 @@ class _IdAssigner:
                 self.wait_point(x)
             elif self.set_point(x):
                 done += 1
+                if tick is not None and done % 1024 == 0:
+                    tick(1024)
         if self.parked:
             self.fail(min(self.parked))
         if done != len(lay.ids):
@@ -632,13 +642,14 @@ class _IdAssigner:
         flag = f"{lay.ids[x]} -> {lay.ids[need.wait_op]}"
         what = f"{pair}: no event id for the flag {flag} (SET at cycle {lay.end[x]})"
         if not budget:
+            # no plan can carry this flag: a fallback would not help either
             raise InfeasibleError(f"{what}: the hardware has no event ids for it (budget 0)")
         holders = []
         for k, st in enumerate(self.slots(key)):
             h = self.drafts[st.flag]
             state = "set, its WAIT not passed" if isinstance(st, _Busy) else "its WAIT not ordered before"
             holders.append(f"id {k}: {lay.ids[h.set_op]} -> {lay.ids[h.wait_op]} ({state})")
-        raise InfeasibleError(
+        raise EventBudgetError(
             f"{what}: budget {budget}, all ids held, and no credit can free one without a deadlock "
             f"or a WAIT consuming the wrong SET; {'; '.join(holders)}"
         )
@@ -686,7 +697,7 @@ def _ids_used(lay: _Layout, flags: Sequence[Flag]) -> tuple[tuple[str, int], ...
     return tuple(out)
 
 
-def plan_sync(schedule: Schedule) -> SyncPlan:
+def plan_sync(schedule: Schedule, progress: Progress | None = None) -> SyncPlan:
     """Plan the flags of ``schedule``: program order, kept flags with ids, credits, counts.
 
     Parameters
@@ -694,6 +705,8 @@ def plan_sync(schedule: Schedule) -> SyncPlan:
     schedule : Schedule
         A timetable whose every dependency (``graph.edges`` plus the address-reuse edges of its
         placements) goes forward in time: ``end(producer) <= start(consumer)``.
+    progress : Progress, optional
+        Shows how many ops have their flags placed.
 
     Returns
     -------
@@ -702,17 +715,29 @@ def plan_sync(schedule: Schedule) -> SyncPlan:
         with their ids, and the counts. Every WAIT has its SET, every SET its WAIT, so no flag
         is left set at the end.
 
+    When an id pool runs out and no credit can free an id without moving ops, the chained plan
+    of :mod:`staticsched.emit.baton` is used instead: it needs one id per pool and delays
+    consumers (the program's nominal replay re-times them); ``stats.fallback`` says why.
+
     Raises
     ------
     InfeasibleError
-        When the timetable violates a dependency, or an id pool is exhausted and no credit
-        can free an id (the message names the core, pipe pair, ops and budget).
+        When the timetable violates a dependency, or a pool the plan needs has no id at all
+        (a budget of 0; the solver's precheck reports dependencies that need one first).
     """
     lay = _Layout.of(schedule)
     deps = _dependencies(schedule, lay)
     kept = _eliminate(lay, deps)
     assigner = _IdAssigner(schedule, lay, kept)
-    drafts = assigner.run()
+    try:
+        with (progress or silent()).counter("placing flags", len(lay.ids)) as count:
+            drafts = assigner.run(count.update)
+    except EventBudgetError as exc:
+        from staticsched.emit.baton import plan_baton
+
+        plan = plan_baton(lay, deps, kept, exc.problems[0])
+        _check_budgets(schedule, plan)
+        return plan
     flags = tuple(
         Flag(
             index=f,
@@ -742,6 +767,26 @@ def plan_sync(schedule: Schedule) -> SyncPlan:
         ids_used=_ids_used(lay, flags),
     )
     return SyncPlan("flags", assigner.streams(), flags, [e for _, _, e in deps], stats)
+
+
+def _check_budgets(schedule: Schedule, plan: SyncPlan) -> None:
+    """Every pool ``plan`` uses has at least one id (the chained plan uses id 0 everywhere)."""
+    sync = schedule.hw.sync
+    empty = sorted({
+        (f.kind, f.set_core, f.set_unit, f.wait_core, f.wait_unit)
+        for f in plan.flags
+        if (sync.cross_core_event_ids if f.kind == "cross" else sync.event_ids) == 0
+    })
+    lines = []
+    for kind, sc, su, wc, wu in empty:
+        if kind == "cross":
+            lines.append(f"ordering the flags of cores {sc} and {wc} needs a cross-core flag "
+                         f"core {sc} -> core {wc}, but sync.cross_core_event_ids = 0")
+        else:
+            lines.append(f"ordering the flags of core {sc} needs a flag {su} -> {wu}, but "
+                         "sync.event_ids = 0")
+    if lines:
+        raise InfeasibleError(lines)
 
 
 def plan_timed(schedule: Schedule) -> SyncPlan:

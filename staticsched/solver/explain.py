@@ -28,7 +28,8 @@ def _event_budgets(graph: OpGraph, prob: Problem, pmap: ProblemMap, pr: Problems
     """Every cross-pipe dependency needs a flag; a pool of 0 ids cannot carry any."""
     counts: dict[int, list[tuple[int, int]]] = {}
     for tok in prob.tokens:
-        if prob.budgets[tok.budget].capacity == 0:
+        budget = prob.budgets[tok.budget]
+        if budget.capacity == 0 and budget.binding:
             for v in tok.consumers:
                 counts.setdefault(tok.budget, []).append((tok.producer, v))
     for b in sorted(counts):

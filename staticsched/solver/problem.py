@@ -144,6 +144,12 @@ class ProblemMap:
     items: tuple[int, ...] = attrs.field(converter=tuple)
 
 
+def relax_event_budgets(prob: Problem) -> Problem:
+    """``prob`` with no event-id pool binding: for a program without flags (timed mode), or
+    when the sync planner is left to fit the ids by moving SETs."""
+    return attrs.evolve(prob, budgets=[attrs.evolve(b, binding=False) for b in prob.budgets])
+
+
 def roundup(x: int, q: int) -> int:
     return -(-x // q) * q
 

@@ -26,7 +26,7 @@ from staticsched.solver.explain import explain_stuck, precheck
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
 from staticsched.solver.lns import improve_lns, plan_rounds
 from staticsched.solver.normalize import semi_active
-from staticsched.solver.problem import Problem, ProblemMap, build_problems
+from staticsched.solver.problem import Problem, ProblemMap, build_problems, relax_event_budgets
 
 METHODS = ("cpsat", "list")
 #: Problems up to ``WHOLE_ONLY_LIMIT`` ops are solved by CP-SAT as one model; up to
@@ -63,6 +63,8 @@ class SubResult:
     cpsat_bound: int = -1
     stuck: Stuck | None = None
     seconds: float = 0.0
+    #: the event-id budgets were dropped because the list scheduler got stuck on them
+    relaxed: bool = False
 
 
 def solve(
@@ -74,6 +76,7 @@ def solve(
     seed: int = 0,
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
+    event_budgets: bool = True,
 ) -> Schedule:
     """Schedule a checked OpGraph on ``hw``.
 
@@ -94,6 +97,9 @@ def solve(
         what makes it deterministic).
     progress : callable, optional
         Called with one line per improvement (best makespan, bound, elapsed).
+    event_budgets : bool
+        Keep flag lifetimes within the event-id budgets. False for a program without flags
+        (timed mode), where the budgets constrain nothing.
 
     Returns
     -------
@@ -110,6 +116,8 @@ def solve(
     _check_args(method, time_limit, seed, workers)
     t0 = time.monotonic()
     pairs = build_problems(graph, hw)
+    if not event_budgets:
+        pairs = [(relax_event_budgets(prob), pmap) for prob, pmap in pairs]
     precheck(graph, hw, pairs)
     unique: dict[Problem, int] = {}
     first_of: list[int] = []
@@ -196,8 +204,16 @@ def solve_problem(
     det_limit = DET_RATE * time_share
     bound = lower_bound(prob)
     found = list_schedule(prob)
+    relaxed = False
     if isinstance(found, Stuck):
         rescued = _rescue(prob, found, bound.value, det_limit, wall_limit, seed)
+        if isinstance(rescued, Stuck) and rescued.kind == "event":
+            # The flag-lifetime model is stricter than the program: the sync planner can still
+            # delay SETs (trading time for ids), so a schedule stuck on event ids is solved
+            # without them and the planner makes the ids fit
+            prob = relax_event_budgets(prob)
+            relaxed = True
+            rescued = list_schedule(prob)
         if isinstance(rescued, Stuck):
             return SubResult((), (), 0, bound.value, bound.source, "heuristic", "list", 0, stuck=rescued)
         found = rescued
@@ -274,6 +290,7 @@ def solve_problem(
         cp_status,
         cp_bound,
         seconds=time.monotonic() - t0,
+        relaxed=relaxed,
     )
 
 
@@ -387,6 +404,7 @@ def _assemble(
         "list_makespan": max((r.list_makespan for r in results), default=0),
         "cpsat_makespan": max(cp) if len(cp) == len(results) and cp else -1,
         "lower_bound_source": source,
+        "event_budgets_relaxed": sum(1 for r in results if r.relaxed),
         "seconds": round(seconds, 3),
     }
     return Schedule(
