@@ -9,7 +9,6 @@ the wall clock is what ended the search, ``stop_reason`` says ``"wall_clock_limi
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -22,10 +21,8 @@ from staticsched.solver.hints import add_hints
 from staticsched.solver.list_sched import Timetable
 from staticsched.solver.objective import minimise_makespan
 from staticsched.solver.problem import Problem, head_lengths, tail_lengths
+from staticsched.solver.search import run_search
 from staticsched.solver.variables import Variables
-
-#: extra seconds the watchdog grants after ``max_time_in_seconds`` before it stops the search
-WATCHDOG_GRACE = 0.5
 
 
 @attrs.frozen
@@ -174,23 +171,8 @@ def solve_cpsat(
     params.random_seed = seed
     params.max_deterministic_time = max(det_limit, 1e-3)
     params.max_time_in_seconds = max(wall_limit, 1e-3)
-    fired = threading.Event()
-
-    def stop() -> None:
-        fired.set()
-        solver.stop_search()
-
-    watchdog = threading.Timer(max(wall_limit, 1e-3) + WATCHDOG_GRACE, stop)
-    watchdog.daemon = True
     t0 = time.monotonic()
-    watchdog.start()
-    try:
-        if progress is not None:
-            status = solver.solve(model, _Progress(progress, label))
-        else:
-            status = solver.solve(model)
-    finally:
-        watchdog.cancel()
+    status, fired = run_search(solver, model, _Progress(progress, label) if progress else None, wall_limit)
     wall = time.monotonic() - t0
     det = solver.response_proto.deterministic_time
     common = {
@@ -201,7 +183,7 @@ def solve_cpsat(
     }
     if status == cp_model.INFEASIBLE:
         return CpResult(None, "infeasible", 0, 0, "infeasible", **common)
-    reason = _stop_reason(fired.is_set(), det, params.max_deterministic_time)
+    reason = _stop_reason(fired, det, params.max_deterministic_time)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return CpResult(None, "unknown", 0, int(solver.best_objective_bound), reason, **common)
     starts = [solver.value(s) for s in variables.start]

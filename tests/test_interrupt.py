@@ -1,0 +1,79 @@
+"""Ctrl-C: the API raises KeyboardInterrupt after CP-SAT has run, the CLI exits 130 with one
+line and leaves no output at any phase of a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import staticsched
+from tests.test_event_budgets import _mlp
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_sigint_after_a_cpsat_solve_raises_keyboard_interrupt():
+    # CP-SAT installs its own SIGINT handler by default and leaves the process-level handler
+    # at "terminate" afterwards: the signal below would then kill the test process
+    sched = staticsched.schedule(ROOT / "examples" / "matmul_bias_gelu.json", "seed-davinci",
+                                 method="cpsat", time_limit=5)
+    assert dict(sched.stats)["cpsat_makespan"] >= 0  # CP-SAT did run
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler raises at the next bytecode, well before this ends
+
+
+def _run_until(tmp_path: Path, args: list[str], marker: str) -> tuple[int, str]:
+    """Start the CLI, send SIGINT once ``marker`` appears on stderr, return (code, stderr)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "staticsched", *args], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines = []
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        lines.append(line)
+        if marker in line:
+            time.sleep(0.3)  # well inside the phase, not at its first instruction
+            proc.send_signal(signal.SIGINT)
+            break
+    try:
+        rest = proc.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"the CLI did not stop within 60 s of SIGINT at {marker!r}")
+    return proc.returncode, "".join(lines) + rest
+
+
+@pytest.fixture(scope="module")
+def mlp_file(tmp_path_factory) -> Path:
+    # 11k ops on 16 cores: long enough in every phase that the signal lands inside it
+    path = tmp_path_factory.mktemp("mlp") / "mlp.json"
+    path.write_text(json.dumps(_mlp(512, 1024, 4096)))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("marker", "extra"),
+    [
+        ("[lower] ...", ["--method", "list"]),
+        ("[solve] ...", ["--method", "cpsat", "--time-limit", "60"]),
+        ("[plan sync] ...", ["--method", "list"]),
+        ("[verify] ...", ["--method", "list"]),
+    ],
+)
+def test_cli_exits_130_and_writes_nothing_when_interrupted(tmp_path, mlp_file, marker, extra):
+    out = tmp_path / "out"
+    code, err = _run_until(tmp_path, ["schedule", str(mlp_file), "--hw", "seed-davinci",
+                                      "-o", str(out), *extra], marker)
+    assert code == 130, err
+    assert err.rstrip().splitlines()[-1] == "staticsched: interrupted"
+    assert "Traceback" not in err
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.partial")]
