@@ -6,8 +6,10 @@ wrong type or out-of-range number becomes one line naming where it is.
 
 from __future__ import annotations
 
+import gzip
 import math
 import re
+import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -180,11 +182,20 @@ def get_str_list(obj: Mapping[str, Any], key: str, where: str, problems: Problem
 
 
 def read_text_file(path: str | Path, error: type[Exception]) -> str:
-    """The UTF-8 text of a user's file; a missing or unreadable file raises ``error`` with one
-    line naming the path."""
+    """The UTF-8 text of a user's file, gunzipped when it is gzip data (``.gz`` outputs); a
+    missing, unreadable or corrupt file raises ``error`` with one line naming the path."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc}") from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise error(f"{path}: not a valid gzip file: {exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise error(f"{path}: cannot read: {exc}") from None

@@ -1,18 +1,20 @@
-"""The public entry points: ``schedule`` (and ``compile_graph`` for the CLI's full pipeline)."""
+"""The public entry points: ``schedule``, ``compile_graph`` (the CLI's whole pipeline) and
+``Compiled.write`` (the output files)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from staticsched.errors import InfeasibleError, InputError
+from staticsched.errors import InputError, StaticschedError
 from staticsched.model.hardware import Hardware, load_hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.program import Program
 from staticsched.model.schedule import Schedule
+from staticsched.progress import Progress, as_progress
 
 METHODS = ("cpsat", "list")
 MODES = ("flags", "timed")
@@ -21,12 +23,44 @@ DEFAULT_OP_BUDGET = 2_000_000
 
 @attrs.frozen
 class Compiled:
-    """Everything one run produces: the final schedule, the program and the sync plan."""
+    """Everything one run produces: the final schedule, the program and the sync plan, and
+    how long each phase took (``timings``: ``(phase, seconds)`` in the order they ran)."""
 
     graph: OpGraph = attrs.field(repr=False)
     schedule: Schedule = attrs.field(repr=False)
     program: Program = attrs.field(repr=False)
     plan: Any = attrs.field(repr=False)
+    timings: tuple[tuple[str, float], ...] = attrs.field(converter=tuple, default=(), repr=False)
+
+    def write(
+        self,
+        outdir: str | Path,
+        *,
+        outputs: Sequence[str] | None = None,
+        compress: bool | None = None,
+        extra_files: Mapping[str, str | bytes] | None = None,
+    ) -> list[Path]:
+        """Write the output files (timetable, program, bundles, trace, Gantt) atomically.
+
+        Parameters
+        ----------
+        outdir
+            The directory (created if missing).
+        outputs, compress
+            Which files, and gzip for JSON: see :func:`staticsched.emit.choose_outputs`
+            (default: all files; JSON compressed for programs over 50,000 ops).
+        extra_files
+            More files to write in the same atomic step.
+
+        Returns
+        -------
+        list of Path
+            The files written.
+        """
+        from staticsched.emit import write_outputs
+
+        return write_outputs(outdir, self.schedule, self.program, self.plan, outputs=outputs,
+                             compress=compress, extra_files=extra_files)
 
 
 def as_opgraph(graph: Any, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUDGET) -> OpGraph:
@@ -34,13 +68,22 @@ def as_opgraph(graph: Any, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_B
     from staticsched.model.lowering import lower
     from staticsched.model.taskgraph import TaskGraph, load_graph
 
+    where = ""
     if isinstance(graph, str | Path):
+        where = str(graph)
         graph = load_graph(graph)
-    if isinstance(graph, TaskGraph):
-        graph = lower(graph, hw, op_budget=op_budget)
-    if not isinstance(graph, OpGraph):
+    if not isinstance(graph, TaskGraph | OpGraph):
         raise InputError(f"graph must be a TaskGraph, an OpGraph or a path, got {type(graph).__name__}")
-    graph.check(hw)
+    try:
+        if isinstance(graph, TaskGraph):
+            graph = lower(graph, hw, op_budget=op_budget)
+        graph.check(hw)
+    except StaticschedError as exc:
+        if not where:
+            raise
+        # every line names the file it is about, as the loaders' own lines do
+        lines = [p if p.startswith(f"{where}: ") else f"{where}: {p}" for p in exc.problems]
+        raise type(exc)(lines) from None
     return graph
 
 
@@ -54,12 +97,13 @@ def compile_graph(
     method: str = "cpsat",
     mode: str = "flags",
     op_budget: int | None = DEFAULT_OP_BUDGET,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | Callable[[str], None] | None = None,
 ) -> Compiled:
     """Lower, check, solve, plan sync and build the program.
 
     Parameters are those of :func:`schedule`; ``mode`` selects the program's form
-    (``"flags"`` or ``"timed"``).
+    (``"flags"`` or ``"timed"``), ``progress`` receives the phases and progress lines (a
+    :class:`staticsched.progress.Progress`, or a callable taking one line).
     """
     from staticsched.emit import finalize
     from staticsched.solver import solve
@@ -72,63 +116,17 @@ def compile_graph(
         raise InputError(f"time_limit must be > 0 seconds, got {time_limit!r}")
     if workers < 1:
         raise InputError(f"workers must be >= 1, got {workers}")
-    hw = load_hardware(hw)
-    og = as_opgraph(graph, hw, op_budget=op_budget)
-    try:
+    rep = as_progress(progress)
+    done = len(rep.timings)
+    with rep.phase("lower"):
+        hw = load_hardware(hw)
+        og = as_opgraph(graph, hw, op_budget=op_budget)
+    with rep.phase("solve"):
+        # without flags (timed mode) the event-id budgets constrain nothing
         raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
-                    progress=progress)
-        final, program, plan = finalize(raw, mode=mode)
-    except InfeasibleError as exc:
-        if not _is_event_budget(exc):
-            raise
-        if progress is not None:
-            progress("event-id budget too tight for the solver's pipe orders: "
-                     "falling back to a schedule serialised per core (one id per pipe pair "
-                     "always suffices)")
-        final, program, plan = _serialised(og, hw, mode=mode, seed=seed, reason=exc)
-    return Compiled(og, final, program, plan)
-
-
-def _is_event_budget(exc: InfeasibleError) -> bool:
-    text = str(exc)
-    return "event id" in text or "event_ids" in text
-
-
-def serialise(graph: OpGraph) -> OpGraph:
-    """``graph`` with an explicit dependency from each op to the next op of the same core in
-    list order. The list order is a valid sequential program, so this is always acyclic."""
-    last: dict[int, str] = {}
-    ops = []
-    for op in graph.ops:
-        prev = last.get(op.core)
-        if prev is not None and prev not in op.deps:
-            op = attrs.evolve(op, deps=(*op.deps, prev))
-        ops.append(op)
-        last[op.core] = op.id
-    return attrs.evolve(graph, ops=ops)
-
-
-def _serialised(graph: OpGraph, hw: Hardware, *, mode: str, seed: int, reason: Exception):
-    """Fallback when the event-id budget defeats the solver or the sync planner.
-
-    With every core serialised, each cross-pipe dependency is implied by a flag between
-    consecutive ops, and a flag's SET always happens-after the previous WAIT on its pipe pair,
-    so one id per pair suffices. The solver runs with the id budget lifted (the serial chain
-    keeps lifetimes disjoint anyway); the planner then assigns ids against the real budget.
-    """
-    from staticsched.emit import finalize
-    from staticsched.solver import solve
-
-    roomy = attrs.evolve(
-        hw, sync=attrs.evolve(hw.sync, event_ids=64, cross_core_event_ids=1024)
-    )
-    raw = solve(serialise(graph), roomy, method="list", seed=seed)
-    stats = dict(raw.stats)
-    stats["fallback"] = "serialised per core: " + str(reason).splitlines()[0]
-    raw = attrs.evolve(raw, hw=hw, status="heuristic", stop_reason="serialised_fallback",
-                       stats=stats)
-    final, program, plan = finalize(raw, mode=mode)
-    return attrs.evolve(final, graph=graph), program, plan
+                    progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags")
+    final, program, plan = finalize(raw, mode=mode, progress=rep)
+    return Compiled(og, final, program, plan, rep.timings[done:])
 
 
 def schedule(

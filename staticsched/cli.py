@@ -1,8 +1,8 @@
-"""Command line: ``staticsched lower|schedule|verify|hw``.
+"""Command line: ``staticsched schedule|verify|lower|hw|examples``.
 
 Exit codes: 0 success, 1 a verification failed, 2 bad input (one line per problem on
 stderr, no traceback, no output file), 3 an internal error (a bug: rerun with
-``STATICSCHED_DEBUG=1`` for the traceback).
+``STATICSCHED_DEBUG=1`` for the traceback), 130 interrupted (Ctrl-C; no output file).
 """
 
 from __future__ import annotations
@@ -16,7 +16,25 @@ from collections.abc import Sequence
 
 from staticsched.errors import StaticschedError
 
-EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+#: jittered replays when verifying, for ``schedule`` and ``verify`` alike
+DEFAULT_JITTER = 3
+
+_TIME_LIMIT_HELP = (
+    "seconds of search the solver may spend (default 60): it bounds the CP-SAT search, not "
+    "lowering, list scheduling, sync planning, writing or verification; the search stops "
+    "earlier when it proves the makespan optimal"
+)
+_METHOD_HELP = (
+    "cpsat (default): the list schedule improved by CP-SAT (whole model, or windows on large "
+    "cores); list: the list scheduler alone (fast, a heuristic)"
+)
+_MODE_HELP = (
+    "flags (default): per-pipe streams synchronised by SET/WAIT flags, correct for any "
+    "durations; timed: no flags, every instruction at its exact issue cycle (Groq style), "
+    "correct only when every duration is exact"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,43 +44,73 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
+def _version() -> str:
+    from staticsched import __version__
+
+    return f"staticsched {__version__}"
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="staticsched", description="Cycle-exact static scheduling of AI-core pipes.")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    p = _Parser(
+        prog="staticsched",
+        description="Cycle-exact static scheduling of AI-accelerator cores: lower a task graph "
+        "to tile micro-ops, solve a timetable with CP-SAT, emit per-pipe programs with sync "
+        "flags, and verify them by replay.",
+        epilog="Exit codes: 0 ok, 1 verification failed, 2 bad input, 3 internal error, "
+        "130 interrupted.",
+    )
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="cmd", parser_class=_Parser, metavar="COMMAND")
+
+    sch = sub.add_parser("schedule", help="schedule a graph, write the output files, verify them")
+    sch.add_argument("graph", help="TaskGraph or OpGraph JSON file")
+    sch.add_argument("--hw", required=True, help="hardware preset name or TOML path")
+    sch.add_argument("-o", "--outdir", required=True, help="directory for the output files")
+    sch.add_argument("--time-limit", type=float, default=60.0, metavar="S", help=_TIME_LIMIT_HELP)
+    sch.add_argument("--seed", type=int, default=0, help="search and jitter seed (0)")
+    sch.add_argument("--workers", type=int, default=1,
+                     help="processes for independent per-core subproblems (1)")
+    sch.add_argument("--method", choices=("cpsat", "list"), default="cpsat", help=_METHOD_HELP)
+    sch.add_argument("--mode", choices=("flags", "timed"), default="flags", help=_MODE_HELP)
+    sch.add_argument("--op-budget", type=int, default=None, help="refuse larger lowerings")
+    sch.add_argument("--outputs", metavar="LIST", default=None,
+                     help="comma-separated files to write (default all: timetable.json, "
+                     "timetable.csv, timetable.txt, program.txt, program.json, bundles.txt, "
+                     "trace.json, gantt.svg); add .gz to a name for gzip")
+    comp = sch.add_mutually_exclusive_group()
+    comp.add_argument("--compress", dest="compress", action="store_true", default=None,
+                      help="gzip every JSON file (default: only for programs over 50,000 ops)")
+    comp.add_argument("--no-compress", dest="compress", action="store_false",
+                      help="never gzip by default")
+    sch.add_argument("--no-verify", action="store_true", help="skip verifying the program")
+    sch.add_argument("--jitter", type=int, default=DEFAULT_JITTER,
+                     help=f"jittered replays when verifying ({DEFAULT_JITTER}; flags mode only: "
+                     "a timed program is correct only at exact durations)")
+    sch.add_argument("-q", "--quiet", action="store_true", help="no phase or progress lines")
+
+    ver = sub.add_parser("verify", help="verify an emitted program file")
+    ver.add_argument("program", help="program.txt or program.json (or .gz)")
+    ver.add_argument("--hw", required=True, help="hardware preset name or TOML path")
+    ver.add_argument("--jitter", type=int, default=DEFAULT_JITTER,
+                     help=f"jittered replays ({DEFAULT_JITTER}, as for schedule)")
+    ver.add_argument("--seed", type=int, default=0, help="jitter / input data seed (0)")
+    ver.add_argument("--numeric", action="store_true", help="replay the numbers against NumPy")
+    ver.add_argument("--tolerance", type=float, default=None, help="max element error allowed")
+
+    lower = sub.add_parser("lower", help="lower a TaskGraph to an OpGraph")
+    lower.add_argument("graph", help="TaskGraph (or OpGraph) JSON file")
+    lower.add_argument("--hw", required=True, help="hardware preset name or TOML path")
+    lower.add_argument("-o", "--output", required=True, help="OpGraph JSON to write")
+    lower.add_argument("--op-budget", type=int, default=None, help="refuse larger lowerings")
 
     hw = sub.add_parser("hw", help="list or show hardware models")
     hw_sub = hw.add_subparsers(dest="hw_cmd", required=True, parser_class=_Parser)
     hw_sub.add_parser("list", help="list the shipped presets")
-    show = hw_sub.add_parser("show", help="tables of pipes, spaces, sync and costs")
+    show = hw_sub.add_parser("show", help="tables of pipes, spaces, links, sync and costs")
     show.add_argument("name", help="preset name or TOML path")
 
-    lower = sub.add_parser("lower", help="lower a TaskGraph to an OpGraph")
-    lower.add_argument("graph", help="TaskGraph (or OpGraph) JSON file")
-    lower.add_argument("--hw", required=True, help="preset name or TOML path")
-    lower.add_argument("-o", "--output", required=True, help="OpGraph JSON to write")
-    lower.add_argument("--op-budget", type=int, default=None, help="refuse larger lowerings")
-
-    sch = sub.add_parser("schedule", help="schedule, emit files, verify")
-    sch.add_argument("graph", help="TaskGraph or OpGraph JSON file")
-    sch.add_argument("--hw", required=True, help="preset name or TOML path")
-    sch.add_argument("-o", "--outdir", required=True, help="directory for the output files")
-    sch.add_argument("--time-limit", type=float, default=60.0, help="wall-clock seconds (60)")
-    sch.add_argument("--seed", type=int, default=0, help="search seed (0)")
-    sch.add_argument("--workers", type=int, default=1, help="processes for per-core subproblems")
-    sch.add_argument("--method", choices=("cpsat", "list"), default="cpsat")
-    sch.add_argument("--mode", choices=("flags", "timed"), default="flags")
-    sch.add_argument("--op-budget", type=int, default=None, help="refuse larger lowerings")
-    sch.add_argument("--no-verify", action="store_true", help="skip verifying the program")
-    sch.add_argument("--jitter", type=int, default=3, help="jittered replays when verifying (3)")
-    sch.add_argument("--quiet", action="store_true", help="no progress lines")
-
-    ver = sub.add_parser("verify", help="verify an emitted program")
-    ver.add_argument("program", help="program.txt or program.json")
-    ver.add_argument("--hw", required=True, help="preset name or TOML path")
-    ver.add_argument("--jitter", type=int, default=0, help="jittered replays (0)")
-    ver.add_argument("--seed", type=int, default=0, help="jitter / input data seed (0)")
-    ver.add_argument("--numeric", action="store_true", help="replay the numbers against NumPy")
-    ver.add_argument("--tolerance", type=float, default=None, help="max element error allowed")
+    ex = sub.add_parser("examples", help="copy the shipped example graphs into a directory")
+    ex.add_argument("dir", help="directory to create or fill (existing files are kept)")
     return p
 
 
@@ -103,46 +151,61 @@ def _cmd_lower(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _outputs(args: argparse.Namespace, ops: int):
+    from staticsched.emit import choose_outputs
+
+    names = None
+    if args.outputs is not None:
+        names = [n.strip() for n in args.outputs.split(",") if n.strip()]
+        if not names:
+            raise StaticschedError("--outputs names no file")
+    return choose_outputs(names, compress=args.compress, ops=ops)
+
+
 def _cmd_schedule(args: argparse.Namespace) -> int:
     from staticsched.api import compile_graph
-    from staticsched.emit import summary_lines, write_outputs
+    from staticsched.emit import phase_table, summary_lines
     from staticsched.model.hardware import load_hardware
+    from staticsched.progress import Progress
 
-    def progress(line: str) -> None:
-        if not args.quiet:
-            print(f"  {line}", file=sys.stderr, flush=True)
-
+    if args.jitter < 0:
+        raise StaticschedError(f"--jitter must be >= 0, got {args.jitter}")
+    rep = Progress(sys.stderr, enabled=not args.quiet)
+    if args.outputs is not None:
+        _outputs(args, 0)  # a bad --outputs is bad input: say so before any work
     hw = load_hardware(args.hw)
-    t0 = time.perf_counter()
     res = compile_graph(
         args.graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
-        method=args.method, mode=args.mode, op_budget=_budget(args), progress=progress,
+        method=args.method, mode=args.mode, op_budget=_budget(args), progress=rep,
     )
-    t_solve = time.perf_counter() - t0
+    choice = _outputs(args, len(res.schedule.ops))
     report = None
-    t_verify = 0.0
     if not args.no_verify:
         from staticsched.verify import verify
 
-        t1 = time.perf_counter()
-        # a timed program has no flags: it is correct only for exact durations, so jittered
-        # replays would (rightly) report races; they are meaningful only in flags mode
-        jitter = args.jitter if args.mode == "flags" else 0
-        report = verify(res.program, hw, jitter=jitter, seed=args.seed,
-                        numeric=bool(res.program.source))
-        t_verify = time.perf_counter() - t1
-    paths = write_outputs(args.outdir, res.schedule, res.program, res.plan)
+        with rep.phase("verify"):
+            # a timed program has no flags: it is correct only for exact durations, so
+            # jittered replays would (rightly) report races; they mean something in flags mode
+            jitter = args.jitter if args.mode == "flags" else 0
+            report = verify(res.program, hw, jitter=jitter, seed=args.seed,
+                            numeric=bool(res.program.source))
+    with rep.phase("write"):
+        paths = res.write(args.outdir, outputs=choice)
     for line in summary_lines(res.schedule, res.plan):
         print(line)
-    print(f"solve time     {t_solve:.2f} s (wall, includes lowering and sync planning)")
     if report is None:
-        print("verification   skipped (--no-verify)")
+        print("verification : skipped (--no-verify)")
     else:
         verdict = "clean" if report.ok else f"FAILED ({len(report.findings)} findings)"
-        print(f"verification   {verdict} in {t_verify:.2f} s")
+        print(f"verification : {verdict}" + (f", {args.jitter} jittered replays"
+                                             if args.mode == "flags" and args.jitter else ""))
         if not report.ok:
             print(report.text())
     print(f"wrote {len(paths)} files to {args.outdir}: {', '.join(p.name for p in paths)}")
+    if choice.note:
+        print(f"note         : {choice.note}")
+    for line in phase_table(rep.timings):
+        print(line)
     return EXIT_OK if report is None or report.ok else EXIT_VERIFY_FAILED
 
 
@@ -161,13 +224,31 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_VERIFY_FAILED
 
 
-_COMMANDS = {"hw": _cmd_hw, "lower": _cmd_lower, "schedule": _cmd_schedule, "verify": _cmd_verify}
+def _cmd_examples(args: argparse.Namespace) -> int:
+    from staticsched.shipped import copy_examples
+
+    written = copy_examples(args.dir)
+    print(f"{args.dir}: {len(written)} example files ({', '.join(p.name for p in written)})")
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "hw": _cmd_hw,
+    "lower": _cmd_lower,
+    "schedule": _cmd_schedule,
+    "verify": _cmd_verify,
+    "examples": _cmd_examples,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
     try:
+        args = parser.parse_args(argv)
+        if args.cmd is None:
+            parser.print_help(sys.stderr)
+            return EXIT_BAD_INPUT
         return _COMMANDS[args.cmd](args)
     except StaticschedError as exc:
         for line in exc.problems:
@@ -175,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("staticsched: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except RecursionError:
         print("staticsched: error: input nested too deeply", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -44,7 +44,7 @@ def test_schedule_writes_files_and_verifies(tmp_path, capsys):
     code, out, _ = run(["schedule", EX / "double_buffer.json", "--hw", "double-buffer-demo",
                         "-o", outdir, "--quiet"], capsys)
     assert code == 0, out
-    assert "makespan     : 1060 cycles" in out and "verification   clean" in out
+    assert "makespan     : 1060 cycles" in out and "verification : clean" in out
     names = sorted(p.name for p in outdir.iterdir())
     assert names == sorted(["timetable.json", "timetable.csv", "timetable.txt", "program.txt",
                             "program.json", "bundles.txt", "trace.json", "gantt.svg"])
@@ -106,7 +106,8 @@ def _hostile_cases(tmp: Path) -> list[tuple[str, list, str]]:
         ("malformed JSON", ["schedule", write("m.json", '{"format": '), "--hw", dbl],
          "not valid JSON"),
         ("NaN", ["schedule", write("nan.json", '{"format": NaN}'), "--hw", dbl], "not valid JSON"),
-        ("not an object", ["schedule", write("list.json", "[1, 2]"), "--hw", dbl], "format"),
+        ("not an object", ["schedule", write("list.json", "[1, 2]"), "--hw", dbl],
+         "top level must be a JSON object"),
         ("unknown format", ["schedule", write("fmt.json", {"format": "x"}), "--hw", dbl],
          "format"),
         ("cyclic", ["schedule", write("cyc.json", cyclic), "--hw", dbl], "dependency cycle"),

@@ -69,6 +69,11 @@ def _bad(mutate) -> str:
         (lambda d: d.update(clock_ghz=float("nan")), "'clock_ghz' must be finite"),
         (lambda d: d.update(clock_ghz=-1.0), "'clock_ghz' must be > 0"),
         (lambda d: d["spaces"]["L1"].update(capacity=-5), "spaces.L1: 'capacity' = -5"),
+        # a typo must not give infinite on-chip memory: unbounded is explicit
+        (lambda d: d["spaces"]["L1"].update(capacity=0), "spaces.L1: 'capacity' = 0 is below the minimum 1"),
+        (lambda d: d["spaces"]["L1"].pop("capacity"), "spaces.L1: missing required key 'capacity'"),
+        (lambda d: d["spaces"]["L1"].update(unbounded=True), "spaces.L1: give either 'capacity' or"),
+        (lambda d: d["spaces"]["L1"].update(unbounded="yes"), "spaces.L1: 'unbounded' must be true or false"),
         (lambda d: d["spaces"]["L1"].update(size=5), "spaces.L1: unknown key 'size'"),
         (lambda d: d["spaces"]["L1"].update(alignment=0), "spaces.L1: 'alignment' = 0"),
         (lambda d: d["units"].update(DMA=3), "units.DMA: must be a table"),

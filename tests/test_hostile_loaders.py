@@ -41,7 +41,7 @@ _GOOD_HW = {
     "name": "h",
     "cores": 1,
     "units": {"DMA": {}, "CUBE": {}},
-    "spaces": {"GM": {"capacity": 0}, "L1": {"capacity": 4096, "alignment": 32}},
+    "spaces": {"GM": {"unbounded": True}, "L1": {"capacity": 4096, "alignment": 32}},
     "sync": {"event_ids": 2},
 }
 

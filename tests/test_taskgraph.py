@@ -141,7 +141,7 @@ def test_load_graph_dispatches_on_format(tmp_path):
     with pytest.raises(InputError, match=r"bad\.json: 'format' must be 'staticsched\.taskgraph' or"):
         load_graph(bad)
     bad.write_text("[1, 2]")
-    with pytest.raises(InputError, match="got None"):
+    with pytest.raises(InputError, match=r"bad\.json: top level must be a JSON object .* got list"):
         load_graph(bad)
     bad.write_text("{not json")
     with pytest.raises(InputError, match="not valid JSON"):

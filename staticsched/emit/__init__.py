@@ -8,12 +8,12 @@ Typical use::
 
 from staticsched.emit.build import build_program, finalize, replay_cycles
 from staticsched.emit.bundles import bundle_lines, dumps_bundles
-from staticsched.emit.files import OUTPUT_FILES, render_outputs, write_outputs
+from staticsched.emit.files import OUTPUT_FILES, OutputChoice, choose_outputs, render_outputs, write_outputs
 from staticsched.emit.gantt import render_gantt
 from staticsched.emit.load import load_program, loads_program
 from staticsched.emit.program_json import dumps_program_json, program_from_dict, program_to_dict
 from staticsched.emit.program_text import dumps_program_text, parse_program_text
-from staticsched.emit.summary import summary_lines
+from staticsched.emit.summary import phase_table, summary_lines, tiling_lines
 from staticsched.emit.sync import Flag, PlanStream, SyncPlan, SyncStats, plan_sync, plan_timed
 from staticsched.emit.timetable import (
     dumps_timetable_csv,
@@ -26,11 +26,13 @@ from staticsched.emit.trace import dumps_trace, trace_lines
 __all__ = [
     "OUTPUT_FILES",
     "Flag",
+    "OutputChoice",
     "PlanStream",
     "SyncPlan",
     "SyncStats",
     "build_program",
     "bundle_lines",
+    "choose_outputs",
     "dumps_bundles",
     "dumps_program_json",
     "dumps_program_text",
@@ -42,6 +44,7 @@ __all__ = [
     "load_program",
     "loads_program",
     "parse_program_text",
+    "phase_table",
     "plan_sync",
     "plan_timed",
     "program_from_dict",
@@ -50,6 +53,7 @@ __all__ = [
     "render_outputs",
     "replay_cycles",
     "summary_lines",
+    "tiling_lines",
     "timetable_to_dict",
     "trace_lines",
     "write_outputs",

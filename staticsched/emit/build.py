@@ -18,6 +18,7 @@ from staticsched.emit.sync import Flag, SyncPlan, plan_sync, plan_timed
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.program import Instr, ProgItem, Program, Stream
 from staticsched.model.schedule import OpTime, Schedule, SyncEvent
+from staticsched.progress import Progress, silent
 
 MODES = ("flags", "timed")
 
@@ -245,7 +246,9 @@ def build_program(schedule: Schedule, plan: SyncPlan) -> Program:
     return _program(schedule, plan, cycles, plan.mode)
 
 
-def finalize(schedule: Schedule, mode: str = "flags") -> tuple[Schedule, Program, SyncPlan]:
+def finalize(
+    schedule: Schedule, mode: str = "flags", progress: Progress | None = None
+) -> tuple[Schedule, Program, SyncPlan]:
     """Plan sync, build the program and time it: the last step before writing files.
 
     Parameters
@@ -255,6 +258,8 @@ def finalize(schedule: Schedule, mode: str = "flags") -> tuple[Schedule, Program
     mode : {"flags", "timed"}
         ``"flags"``: streams with SET/WAIT flags, nominal cycles from an instruction-level replay.
         ``"timed"``: the same streams without flags, each instruction at its timetable cycle.
+    progress : Progress, optional
+        Reports the ``plan sync`` and ``build program`` phases.
 
     Returns
     -------
@@ -268,24 +273,32 @@ def finalize(schedule: Schedule, mode: str = "flags") -> tuple[Schedule, Program
     InputError
         For an unknown mode.
     InfeasibleError
-        When the event-id budget cannot be met (see :func:`plan_sync`).
+        When a pool the plan needs has no event id at all (see :func:`plan_sync`).
     """
     if mode not in MODES:
         raise InputError(f"emission mode '{mode}' is not one of {', '.join(MODES)}")
+    rep = progress if progress is not None else silent()
     if mode == "timed":
-        plan = plan_timed(schedule)
-        # a timed program has no flags, so the schedule it describes has no events either
-        timed = attrs.evolve(schedule, events=())
-        return timed, build_program(timed, plan), plan
-    plan = plan_sync(schedule)
-    cycles = replay_cycles(schedule, plan)
-    starts = _op_starts(plan, cycles)
-    # The program's replay is what the executor does, so it is the emitted timetable. Without
-    # credits it normally equals the solver's; where the solver's model was more conservative
-    # than the planned flags (e.g. a latency gap on an address edge that program order already
-    # orders), ops move earlier. Say how many did rather than failing.
-    moved = sum(1 for t in schedule.ops if starts[t.id] != t.start)
-    if moved and not plan.stats.credits:
-        schedule = attrs.evolve(schedule, stats={**dict(schedule.stats), "retimed_ops": moved})
-    final = _retimed(schedule, starts, _events(plan, cycles))
-    return final, _program(final, plan, cycles, "flags"), plan
+        with rep.phase("plan sync"):
+            plan = plan_timed(schedule)
+        with rep.phase("build program"):
+            # a timed program has no flags, so the schedule it describes has no events either
+            timed = attrs.evolve(schedule, events=())
+            return timed, build_program(timed, plan), plan
+    with rep.phase("plan sync"):
+        plan = plan_sync(schedule, progress=rep)
+        if plan.stats.fallback:
+            rep.line(f"  event ids ran short ({plan.stats.fallback}); planned one baton of flags "
+                     "per group of cores instead (one id per pool, consumers re-timed)")
+    with rep.phase("build program"):
+        cycles = replay_cycles(schedule, plan)
+        starts = _op_starts(plan, cycles)
+        # The program's replay is what the executor does, so it is the emitted timetable.
+        # Without credits it normally equals the solver's; where the solver's model was more
+        # conservative than the planned flags (e.g. a latency gap on an address edge that
+        # program order already orders), ops move earlier. Say how many did rather than failing.
+        moved = sum(1 for t in schedule.ops if starts[t.id] != t.start)
+        if moved and not plan.stats.credits:
+            schedule = attrs.evolve(schedule, stats={**dict(schedule.stats), "retimed_ops": moved})
+        final = _retimed(schedule, starts, _events(plan, cycles))
+        return final, _program(final, plan, cycles, "flags"), plan

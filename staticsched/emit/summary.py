@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from staticsched.emit.sync import SyncPlan
 from staticsched.model.schedule import Schedule
 
@@ -60,9 +62,47 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
         f"sync ({plan.mode}) : {s.dependencies} cross-pipe dependencies, {s.flags_kept} flags kept, "
         f"{s.flags_eliminated} eliminated as implied, {s.credits} credits, {s.cross_core} cross-core"
     )
+    if s.fallback:
+        lines.append(f"               event ids ran short: one baton of flags per group of cores "
+                     f"({s.relays} relay flags, one id per pool), consumers re-timed")
     if s.ids_used:
-        lines.append("event ids    : " + ", ".join(_ids_used(plan, compact=len(cores) > COMPACT_CORES)))
+        many = len(cores) > COMPACT_CORES or len(s.ids_used) > 12
+        lines.append("event ids    : " + ", ".join(_ids_used(plan, compact=many)))
+    tilings = tiling_lines(schedule)
+    if tilings:
+        lines.append("tiling       : " + tilings[0] + " (the bound and gap are for this tiling)")
+        lines += [f"               {t}" for t in tilings[1:]]
     return lines
+
+
+def tiling_lines(schedule: Schedule) -> list[str]:
+    """One line per task of the source TaskGraph: the tiling lowering used (empty for an
+    OpGraph input, which carries no tasks)."""
+    return [t.text() for t in tilings(schedule)]
+
+
+def tilings(schedule: Schedule) -> tuple:
+    """The :class:`~staticsched.model.lowering.TilingInfo` of every task of the source
+    TaskGraph; recomputed from the source and the hardware, as lowering did."""
+    if not schedule.graph.source:
+        return ()
+    from staticsched.model.lowering import tiling_info
+    from staticsched.model.taskgraph import taskgraph_from_dict
+
+    return tiling_info(taskgraph_from_dict(json.loads(schedule.graph.source)), schedule.hw)
+
+
+def phase_table(timings: list[tuple[str, float]] | tuple[tuple[str, float], ...]) -> list[str]:
+    """The summary's last lines: wall seconds per phase, in the order the phases ran."""
+    if not timings:
+        return []
+    total = sum(t for _, t in timings)
+    width = max(len(name) for name, _ in timings)
+    out = ["phases       : wall seconds"]
+    for name, t in timings:
+        out.append(f"  {name:<{width}} {t:9.2f} s")
+    out.append(f"  {'total':<{width}} {total:9.2f} s")
+    return out
 
 
 def _ids_used(plan: SyncPlan, compact: bool) -> list[str]:

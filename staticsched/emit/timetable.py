@@ -11,6 +11,7 @@ import io
 from typing import Any
 
 from staticsched.emit.jsonfmt import dumps_json
+from staticsched.emit.summary import tilings
 from staticsched.emit.sync import SyncPlan
 from staticsched.model.schedule import Schedule
 
@@ -62,6 +63,7 @@ def timetable_to_dict(schedule: Schedule, plan: SyncPlan) -> dict[str, Any]:
             for e in schedule.events
         ],
         "sync": plan.stats.as_dict(),
+        "tilings": [t.as_dict() for t in tilings(schedule)],
     }
 
 

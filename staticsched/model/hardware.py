@@ -18,6 +18,7 @@ from staticsched._fields import (
     Problems,
     check_keys,
     check_name,
+    get_bool,
     get_int,
     get_list,
     get_mapping,
@@ -39,7 +40,8 @@ class Unit:
 
 @attrs.frozen
 class Space:
-    """A memory space. ``capacity == 0`` means unbounded (off-chip GM)."""
+    """A memory space of ``capacity`` bytes; ``capacity == 0`` encodes an unbounded one
+    (off-chip GM), which a hardware file must declare as ``unbounded = true``."""
 
     name: str
     capacity: int
@@ -219,8 +221,12 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         if not isinstance(body, dict):
             pr.add(f"{w}: must be a table")
             continue
-        check_keys(body, {"capacity", "alignment", "description"}, w, pr)
-        cap = get_int(body, "capacity", w, pr, minimum=0)
+        check_keys(body, {"capacity", "unbounded", "alignment", "description"}, w, pr)
+        unbounded = get_bool(body, "unbounded", w, pr, default=False)
+        if unbounded and "capacity" in body:
+            pr.add(f"{w}: give either 'capacity' or 'unbounded = true', not both")
+        # unbounded memory is explicit: a capacity of 0 is a typo, not "infinite on-chip memory"
+        cap = 0 if unbounded else get_int(body, "capacity", w, pr, minimum=1)
         align = get_int(body, "alignment", w, pr, default=1, minimum=1)
         spaces.append(Space(sname, cap, align))
     space_set = {s.name for s in spaces}

@@ -411,3 +411,57 @@ def lower(tg: TaskGraph, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUD
     # items by name, as the OpGraph JSON form holds them, so that the graph round-trips equal
     items = sorted(em.items, key=lambda it: it.name)
     return OpGraph(items, em.ops, tensors, dumps_taskgraph(tg))
+
+
+@attrs.frozen
+class TilingInfo:
+    """How one task was cut, for summaries and ``timetable.json``.
+
+    ``base`` is ``(base_m, base_n, base_k)`` for a matmul and ``(rows, cols)`` of a tile for an
+    elementwise task; ``derived`` is False when the task gave its tiling; ``per_core`` is the
+    fewest and most blocks one core gets (blocks go round-robin).
+    """
+
+    task: str
+    kind: str
+    base: tuple[int, ...] = attrs.field(converter=tuple)
+    buffers: int
+    derived: bool
+    blocks: int
+    per_core: tuple[int, int] = attrs.field(converter=tuple)
+
+    def text(self) -> str:
+        size = "/".join(map(str, self.base)) if self.kind == "matmul" else "x".join(map(str, self.base))
+        what = "base m/n/k" if self.kind == "matmul" else "tile rows x cols"
+        lo, hi = self.per_core
+        per = f"{lo}" if lo == hi else f"{lo}-{hi}"
+        return (f"{self.task}: {self.kind} {what} {size} ({'derived' if self.derived else 'given'}), "
+                f"{'double' if self.buffers == 2 else 'single'} buffered, {self.blocks} blocks, "
+                f"{per} per core")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "kind": self.kind,
+            "base": list(self.base),
+            "buffers": self.buffers,
+            "derived": self.derived,
+            "blocks": self.blocks,
+            "blocks_per_core": list(self.per_core),
+        }
+
+
+def tiling_info(tg: TaskGraph, hw: Hardware) -> tuple[TilingInfo, ...]:
+    """The tiling :func:`lower` uses for every task of ``tg`` on ``hw``, in dependency order."""
+    out = []
+    for plan in plan_tasks(tg, hw):
+        lo, hi = plan.blocks // hw.cores, -(-plan.blocks // hw.cores)
+        if isinstance(plan, MatmulPlan):
+            t = plan.tiling
+            out.append(TilingInfo(plan.task.id, "matmul", (t.base_m, t.base_n, t.base_k), t.buffers,
+                                  plan.task.tiling is None, plan.blocks, (lo, hi)))
+        else:
+            t = plan.tiling
+            out.append(TilingInfo(plan.task.id, "elementwise", (t.rows, t.cols), 2, True,
+                                  plan.blocks, (lo, hi)))
+    return tuple(out)

@@ -517,7 +517,10 @@ def load_graph(path: str | Path) -> TaskGraph | OpGraph:
         ``staticsched.opgraph``.
     """
     data = load_json_file(path)
-    fmt = data.get("format") if isinstance(data, Mapping) else None
+    if not isinstance(data, Mapping):
+        raise InputError(f"{path}: top level must be a JSON object (a TaskGraph or an OpGraph), "
+                         f"got {type(data).__name__}")
+    fmt = data.get("format")
     if fmt == FORMAT:
         return taskgraph_from_dict(data, str(path))
     if fmt == OPGRAPH_FORMAT:
