@@ -41,6 +41,15 @@ def hardware_table(hw: Hardware) -> list[str]:
             out.append(
                 f"  {p.unit:<8} {p.src:>5} -> {p.dst:<5} {p.bytes_per_cycle:>9g} {p.overhead:>9}"
             )
+    if hw.links:
+        out += ["", "links (chip-wide bandwidth shared by every core's transfers on these paths)"]
+        width = max(len(lk.name) for lk in hw.links)
+        out.append(f"  {'name':<{width}} {'B/cycle':>9} {'GB/s':>8}  paths")
+        for lk in hw.links:
+            gbs = lk.bytes_per_cycle * hw.clock_ghz
+            paths = ", ".join(f"{a}->{b}" for a, b in lk.paths)
+            out.append(f"  {lk.name:<{width}} {lk.bytes_per_cycle:>9g} {gbs:>8.0f}  {paths}"
+                       + (f"  ({lk.description})" if lk.description else ""))
     if hw.cube is not None:
         c = hw.cube
         rates = ", ".join(f"{k} {v} MAC/cycle" for k, v in c.macs_per_cycle)

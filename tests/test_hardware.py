@@ -30,6 +30,7 @@ def test_seed_davinci_numbers_from_the_seed():
     caps = {s.name: s.capacity for s in hw.spaces}
     assert caps == {
         "GM": 0,
+        "HBM": 0,
         "L1": 512 * 1024,
         "L0A": 64 * 1024,
         "L0B": 64 * 1024,
@@ -42,6 +43,41 @@ def test_seed_davinci_numbers_from_the_seed():
     assert hw.cube.cycles(1, 128, 128) == hw.cube.cycles(16, 128, 128) == 64
     assert hw.unit_names == ("MTE2", "MTE1", "CUBE", "FIXPIPE", "VECTOR", "MTE3")
     assert hw.path("GM", "L1").cycles(32768) == 32 + 32768 // 240 + 1
+
+
+def test_seed_links_follow_their_sources():
+    # 7 TB/s L2 and the seed's 1 TB/s HBM at 1.8 GHz
+    hw = load_hardware("seed-davinci")
+    l2, hbm = hw.links
+    assert (l2.name, l2.bytes_per_cycle) == ("L2", 3888) and int(7e12 / 1.8e9) == 3888
+    assert (hbm.name, hbm.bytes_per_cycle) == ("HBM", 555) and int(1e12 / 1.8e9) == 555
+    assert hw.links_of("GM", "L1") == (l2,) and hw.links_of("UB", "HBM") == (hbm,)
+    assert hw.links_of("L1", "L0A") == ()
+    (only,) = load_hardware("seed-davinci-hbm").links
+    assert only.bytes_per_cycle == 555 and set(only.paths) == {("GM", "L1"), ("GM", "UB"), ("UB", "GM")}
+
+
+@pytest.mark.parametrize(
+    ("links", "needle"),
+    [
+        ([{"paths": ["GM->L9"]}], "link 'X': unknown path 'GM->L9' (declared [[paths]]: "),
+        ([{"paths": ["GM to L1"]}], "link 'X': path 'GM to L1' must be written 'SRC->DST'"),
+        ([{"bytes_per_cycle": 0}], "link 'X': 'bytes_per_cycle' must be > 0, got 0"),
+        ([{"bytes_per_cycle": -3}], "link 'X': 'bytes_per_cycle' must be > 0, got -3"),
+        ([{"bytes_per_cycle": 0.3}], "link 'X': 'bytes_per_cycle' = 0.3 must be a multiple of 1/64"),
+        ([{}, {}], "link 'X': duplicate link name"),
+        ([{"paths": []}], "link 'X': 'paths' names no transfer path"),
+        ([{"paths": ["GM->L1", "GM->L1"]}], "link 'X': path 'GM->L1' listed twice"),
+        ([{"speed": 3}], "link 'X': unknown key 'speed'"),
+    ],
+)
+def test_bad_links_are_one_line_each(links, needle):
+    d = _preset_dict("seed-davinci")
+    d["links"] = [{"name": "X", "bytes_per_cycle": 100, "paths": ["GM->L1"], **x} for x in links]
+    with pytest.raises(HardwareError) as exc:
+        hardware_from_dict(d, "bad.toml")
+    assert len(exc.value.problems) == 1, exc.value.problems
+    assert exc.value.problems[0] == f"bad.toml: {needle}" or needle in exc.value.problems[0]
 
 
 def test_load_from_path(tmp_path):

@@ -24,6 +24,7 @@ from staticsched._fields import (
     get_mapping,
     get_number,
     get_str,
+    get_str_list,
 )
 from staticsched.errors import HardwareError, InputError
 
@@ -80,6 +81,31 @@ class TransferPath:
         return self.overhead + max(1, math.ceil(nbytes / self.bytes_per_cycle))
 
 
+#: transfer rates are multiples of 1/RATE_DENOM bytes per cycle, so that every rate, link
+#: share and sum of rates is exact in binary floating point and in integer arithmetic
+RATE_DENOM = 64
+
+
+@attrs.frozen
+class Link:
+    """A chip-level resource shared by every core: the transfers on the paths it names (written
+    ``"SRC->DST"``) move at most ``bytes_per_cycle`` together at every cycle. Reads and writes
+    share it (the seed counts a round trip as write plus read against one bandwidth)."""
+
+    name: str
+    bytes_per_cycle: float
+    paths: tuple[tuple[str, str], ...] = attrs.field(converter=lambda v: tuple(tuple(p) for p in v))
+    description: str = ""
+
+    @property
+    def units(self) -> int:
+        """The bandwidth in rate units (:data:`RATE_DENOM` per byte per cycle)."""
+        return int(self.bytes_per_cycle * RATE_DENOM)
+
+    def carries(self, src: str, dst: str) -> bool:
+        return (src, dst) in self.paths
+
+
 @attrs.frozen
 class CubeModel:
     """Matrix unit: ``overhead + ceil(M'N'K' / macs_per_cycle[dtype])`` with dims padded to ``fractal``."""
@@ -130,6 +156,7 @@ class Hardware:
     spaces: tuple[Space, ...] = attrs.field(converter=tuple)
     sync: SyncModel = SyncModel()
     paths: tuple[TransferPath, ...] = attrs.field(converter=tuple, default=())
+    links: tuple[Link, ...] = attrs.field(converter=tuple, default=())
     cube: CubeModel | None = None
     vector: VectorModel | None = None
     clock_ghz: float = 1.0
@@ -162,6 +189,10 @@ class Hardware:
     def has_path(self, src: str, dst: str) -> bool:
         return any(p.src == src and p.dst == dst for p in self.paths)
 
+    def links_of(self, src: str, dst: str) -> tuple[Link, ...]:
+        """The links a transfer ``src -> dst`` uses, in declaration order."""
+        return tuple(lk for lk in self.links if lk.carries(src, dst))
+
     def cycles_to_us(self, cycles: int) -> float:
         return cycles / (self.clock_ghz * 1000.0)
 
@@ -177,6 +208,7 @@ _TOP_KEYS = {
     "spaces",
     "sync",
     "paths",
+    "links",
     "cube",
     "vector",
 }
@@ -274,6 +306,8 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         seen_paths.add((p.src, p.dst))
         paths.append(p)
 
+    links = _read_links(data, where, seen_paths, pr)
+
     cube = None
     if "cube" in data:
         cd = get_mapping(data, "cube", where, pr)
@@ -321,12 +355,55 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         spaces=spaces,
         sync=sync,
         paths=paths,
+        links=links,
         cube=cube,
         vector=vector,
         clock_ghz=clock,
         description=description,
         source=where,
     )
+
+
+def _read_links(
+    data: dict[str, Any], where: str, paths: set[tuple[str, str]], pr: Problems
+) -> list[Link]:
+    """``[[links]]``: each a name, a positive bandwidth and the declared paths it carries."""
+    links = []
+    names: set[str] = set()
+    for i, body in enumerate(get_list(data, "links", where, pr, default=[])):
+        w = f"{where}: links[{i}]"
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be a table")
+            continue
+        name = get_str(body, "name", w, pr)
+        if name:
+            check_name(name, "link", w, pr)
+            w = f"{where}: link '{name}'"
+            if name in names:
+                pr.add(f"{w}: duplicate link name")
+            names.add(name)
+        check_keys(body, {"name", "bytes_per_cycle", "paths", "description"}, w, pr)
+        bpc = get_number(body, "bytes_per_cycle", w, pr, positive=True)
+        if bpc * RATE_DENOM != int(bpc * RATE_DENOM):
+            pr.add(f"{w}: 'bytes_per_cycle' = {bpc!r} must be a multiple of 1/{RATE_DENOM}")
+        raw = get_str_list(body, "paths", w, pr)
+        if "paths" in body and not raw:
+            pr.add(f"{w}: 'paths' names no transfer path")
+        pairs = []
+        for text in raw:
+            src, sep, dst = text.partition("->")
+            pair = (src.strip(), dst.strip())
+            if not sep or not pair[0] or not pair[1]:
+                pr.add(f"{w}: path {text!r} must be written 'SRC->DST'")
+            elif paths and pair not in paths:
+                known = ", ".join(f"{a}->{b}" for a, b in sorted(paths))
+                pr.add(f"{w}: unknown path '{text}' (declared [[paths]]: {known})")
+            elif pair in pairs:
+                pr.add(f"{w}: path '{text}' listed twice")
+            else:
+                pairs.append(pair)
+        links.append(Link(name, bpc, pairs, get_str(body, "description", w, pr, default="")))
+    return links
 
 
 def list_presets() -> list[str]:
