@@ -1,7 +1,7 @@
 """Tiny event-id budgets: every graph that passes ``check()`` gets a program that verifies.
 
 When the ids run short, the solver drops the flag-lifetime model and the sync planner trades
-time for ids (the baton plan of ``staticsched.emit.baton``); only a budget of 0 for a needed
+time for ids (the baton plan of ``staticsched.emit.sync.baton``); only a budget of 0 for a needed
 flag is an error, and then the solver's precheck explains it.
 """
 
@@ -13,9 +13,10 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from staticsched import compile_graph, load_hardware, verify
-from staticsched.emit.baton import plan_baton
 from staticsched.emit.build import build_program
-from staticsched.emit.sync import _dependencies, _eliminate, _Layout
+from staticsched.emit.sync.baton import plan_baton
+from staticsched.emit.sync.eliminate import eliminate
+from staticsched.emit.sync.layout import Layout, dependencies
 from staticsched.errors import InfeasibleError
 from staticsched.model.taskgraph import taskgraph_from_dict
 from staticsched.solver import solve
@@ -119,9 +120,9 @@ def test_baton_plan_verifies_on_cross_core_chains():
     hw = _hw(4, 8, 16)
     og = compile_graph(taskgraph_from_dict(_mlp(64, 64, 256)), hw, time_limit=2).graph
     sched = solve(og, hw, method="list")
-    lay = _Layout.of(sched)
-    deps = _dependencies(sched, lay)
-    plan = plan_baton(lay, deps, _eliminate(lay, deps), "test")
+    lay = Layout.of(sched)
+    deps = dependencies(sched, lay)
+    plan = plan_baton(lay, deps, eliminate(lay, deps), "test")
     assert {n for _, n in plan.stats.ids_used} == {1}
     from staticsched.verify.replay import retime
 

@@ -1,6 +1,6 @@
 """The sync plan that always exists: one baton of flags per group of linked cores.
 
-The main planner (:mod:`staticsched.emit.sync`) gives every kept flag an id under the budget
+The main planner (:mod:`staticsched.emit.sync.ids`) gives every kept flag an id under the budget
 and the reuse rule without moving any op. When ids run short -- a timetable whose flags stay
 set for long stretches, typically many cross-core results produced long before they are
 consumed -- it may find no id that a credit can free. This planner then trades time for ids
@@ -29,18 +29,12 @@ from __future__ import annotations
 import bisect
 import itertools
 
-from staticsched.emit.sync import (
-    Flag,
-    PlanStream,
-    SyncPlan,
-    SyncStats,
-    _ids_used,
-    _Layout,
-)
+from staticsched.emit.sync.layout import Layout
+from staticsched.emit.sync.plan import Flag, PlanStream, SyncPlan, SyncStats, ids_used
 from staticsched.model.opgraph import Edge
 
 
-def _groups(lay: _Layout, kept: list[tuple[int, int, Edge]]) -> dict[int, int]:
+def _groups(lay: Layout, kept: list[tuple[int, int, Edge]]) -> dict[int, int]:
     """Core -> group (its smallest core): cores joined by kept cross-core dependencies."""
     parent = {c: c for c, _ in lay.pipes}
 
@@ -57,7 +51,7 @@ def _groups(lay: _Layout, kept: list[tuple[int, int, Edge]]) -> dict[int, int]:
     return {c: find(c) for c in parent}
 
 
-def _gateways(lay: _Layout) -> dict[int, int]:
+def _gateways(lay: Layout) -> dict[int, int]:
     """Core -> the pipe its cross-core baton moves use: an empty one, else the least busy."""
     busy: dict[int, int] = {}
     for q, seq in enumerate(lay.seq):
@@ -72,7 +66,7 @@ def _gateways(lay: _Layout) -> dict[int, int]:
 class _Baton:
     """Builds the baton's path: slots per pipe and the flags between them."""
 
-    def __init__(self, lay: _Layout) -> None:
+    def __init__(self, lay: Layout) -> None:
         self.lay = lay
         self.starts = [[lay.start[x] for x in seq] for seq in lay.seq]
         self.gateway = _gateways(lay)
@@ -140,7 +134,7 @@ class _Baton:
 
 
 def plan_baton(
-    lay: _Layout, deps: list[tuple[int, int, Edge]], kept: list[tuple[int, int, Edge]], reason: str
+    lay: Layout, deps: list[tuple[int, int, Edge]], kept: list[tuple[int, int, Edge]], reason: str
 ) -> SyncPlan:
     """The baton plan of the ``kept`` dependencies (see the module docstring).
 
@@ -184,7 +178,7 @@ def plan_baton(
         flags_eliminated=len(deps) - len(kept),
         credits=0,
         cross_core=sum(1 for f in flags if f.kind == "cross"),
-        ids_used=_ids_used(lay, flags),
+        ids_used=ids_used(lay.pipes, flags),
         relays=sum(1 for f in flags if f.reason == "relay"),
         fallback=reason,
     )
