@@ -14,11 +14,8 @@ from staticsched.model.hardware import Hardware, load_hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.program import Program
 from staticsched.model.schedule import Schedule
+from staticsched.options import DEFAULT_OP_BUDGET, METHODS, MODES
 from staticsched.progress import Progress, as_progress
-
-METHODS = ("cpsat", "list")
-MODES = ("flags", "timed")
-DEFAULT_OP_BUDGET = 2_000_000
 
 
 @attrs.frozen

@@ -1,4 +1,4 @@
-"""Command line: ``staticsched schedule|verify|lower|hw|examples``.
+"""Command line: ``staticsched schedule|verify|lower|sweep|hw|examples``.
 
 Exit codes: 0 success, 1 a verification failed, 2 bad input (one line per problem on
 stderr, no traceback, no output file), 3 an internal error (a bug: rerun with
@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Sequence
 
 from staticsched.errors import StaticschedError
+from staticsched.options import METHODS, MODES
 
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -70,8 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     sch.add_argument("--seed", type=int, default=0, help="search and jitter seed (0)")
     sch.add_argument("--workers", type=int, default=1,
                      help="processes for independent per-core subproblems (1)")
-    sch.add_argument("--method", choices=("cpsat", "list"), default="cpsat", help=_METHOD_HELP)
-    sch.add_argument("--mode", choices=("flags", "timed"), default="flags", help=_MODE_HELP)
+    sch.add_argument("--method", choices=METHODS, default="cpsat", help=_METHOD_HELP)
+    sch.add_argument("--mode", choices=MODES, default="flags", help=_MODE_HELP)
     sch.add_argument("--op-budget", type=int, default=None, help="refuse larger lowerings")
     sch.add_argument("--outputs", metavar="LIST", default=None,
                      help="comma-separated files to write (default all: timetable.json, "
@@ -109,6 +110,18 @@ def _parser() -> argparse.ArgumentParser:
     show = hw_sub.add_parser("show", help="tables of pipes, spaces, links, sync and costs")
     show.add_argument("name", help="preset name or TOML path")
 
+    sw = sub.add_parser("sweep", help="schedule a cartesian product of hardware overrides x graphs")
+    sw.add_argument("spec", help="sweep spec TOML (see docs/formats.md)")
+    sw.add_argument("-o", "--outdir", required=True,
+                    help="directory for results.csv, timings.csv, the plots and points/ (a rerun "
+                    "skips the points already there)")
+    sw.add_argument("--jobs", type=int, default=1, help="local worker processes (1)")
+    sw.add_argument("--ray", metavar="auto|ADDRESS", default=None,
+                    help="run the points as Ray tasks: 'auto' joins the running cluster (or "
+                    "starts a local one), or give the cluster address (ray://host:10001); needs "
+                    "staticsched[ray]")
+    sw.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
     ex = sub.add_parser("examples", help="copy the shipped example graphs into a directory")
     ex.add_argument("dir", help="directory to create or fill (existing files are kept)")
     return p
@@ -128,7 +141,7 @@ def _cmd_hw(args: argparse.Namespace) -> int:
 
 
 def _budget(args: argparse.Namespace) -> int | None:
-    from staticsched.api import DEFAULT_OP_BUDGET
+    from staticsched.options import DEFAULT_OP_BUDGET
 
     if args.op_budget is None:
         return DEFAULT_OP_BUDGET
@@ -224,6 +237,25 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_VERIFY_FAILED
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from staticsched.explore import load_sweep, run_sweep
+    from staticsched.progress import Progress
+
+    if args.jobs < 1:
+        raise StaticschedError(f"--jobs must be >= 1, got {args.jobs}")
+    spec = load_sweep(args.spec)
+    rep = Progress(sys.stderr, enabled=not args.quiet)
+    rep.line(f"[sweep] {len(spec.points)} points: {len(spec.graphs)} graph(s) x "
+             f"{len(spec.points) // max(1, len(spec.graphs))} hardware variant(s) over "
+             f"{', '.join(spec.params) or 'no parameter'}")
+    t0 = time.perf_counter()
+    results = run_sweep(spec, args.outdir, jobs=args.jobs, ray_address=args.ray, progress=rep)
+    failed = sum(1 for r in results.values() if r["row"].get("status") == "error")
+    print(f"{args.outdir}: {len(results)} points ({failed} failed) in "
+          f"{time.perf_counter() - t0:.1f} s: results.csv, timings.csv, plots")
+    return EXIT_OK
+
+
 def _cmd_examples(args: argparse.Namespace) -> int:
     from staticsched.shipped import copy_examples
 
@@ -238,6 +270,7 @@ _COMMANDS = {
     "schedule": _cmd_schedule,
     "verify": _cmd_verify,
     "examples": _cmd_examples,
+    "sweep": _cmd_sweep,
 }
 
 

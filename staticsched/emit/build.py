@@ -18,9 +18,8 @@ from staticsched.emit.sync import Flag, SyncPlan, plan_sync, plan_timed
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.program import Instr, ProgItem, Program, Stream
 from staticsched.model.schedule import OpTime, Schedule, SyncEvent
+from staticsched.options import MODES
 from staticsched.progress import Progress, silent
-
-MODES = ("flags", "timed")
 
 
 def replay_cycles(schedule: Schedule, plan: SyncPlan) -> list[list[int]]:

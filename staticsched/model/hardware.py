@@ -412,16 +412,15 @@ def list_presets() -> list[str]:
     return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
 
 
-def load_hardware(name_or_path: str | FsPath | Hardware) -> Hardware:
-    """Load a preset by name (``"seed-davinci"``) or a TOML file by path.
+def hardware_document(name_or_path: str | FsPath) -> tuple[dict[str, Any], str]:
+    """The decoded TOML of a preset (by name) or a file (by path), and the name to report it
+    by (``preset 'seed-davinci'`` or the path).
 
     Raises
     ------
     HardwareError
-        When the file is missing, is not TOML, or is not a valid hardware model.
+        When it is neither a preset nor a readable TOML file.
     """
-    if isinstance(name_or_path, Hardware):
-        return name_or_path
     text_name = str(name_or_path)
     if text_name in list_presets():
         res = resources.files("staticsched") / "presets" / f"{text_name}.toml"
@@ -439,7 +438,19 @@ def load_hardware(name_or_path: str | FsPath | Hardware) -> Hardware:
             raise HardwareError(f"{text_name}: cannot read: {exc}") from None
         where = text_name
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text), where
     except tomllib.TOMLDecodeError as exc:
         raise HardwareError(f"{where}: not valid TOML: {exc}") from None
-    return hardware_from_dict(data, where)
+
+
+def load_hardware(name_or_path: str | FsPath | Hardware) -> Hardware:
+    """Load a preset by name (``"seed-davinci"``) or a TOML file by path.
+
+    Raises
+    ------
+    HardwareError
+        When the file is missing, is not TOML, or is not a valid hardware model.
+    """
+    if isinstance(name_or_path, Hardware):
+        return name_or_path
+    return hardware_from_dict(*hardware_document(name_or_path))

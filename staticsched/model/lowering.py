@@ -43,8 +43,7 @@ from staticsched.model.opgraph import Item, Op, OpGraph, Tensor
 from staticsched.model.opkinds import KINDS, ItemShape, Region
 from staticsched.model.taskgraph import ElementwiseTask, MatmulTask, TaskGraph, dumps_taskgraph
 from staticsched.model.tiling import RowTiling, Tiling, check_tiling, derive_row_tiling, derive_tiling
-
-DEFAULT_OP_BUDGET = 2_000_000
+from staticsched.options import DEFAULT_OP_BUDGET
 
 _FP16 = "float16"
 _FP32 = "float32"

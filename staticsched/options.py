@@ -1,0 +1,11 @@
+"""The choices every entry point shares, defined once: solver methods, program modes and the
+default limit on a lowering's size."""
+
+from __future__ import annotations
+
+#: ``cpsat``: the list schedule improved by CP-SAT; ``list``: the list scheduler alone
+METHODS = ("cpsat", "list")
+#: ``flags``: streams synchronised by SET/WAIT flags; ``timed``: exact issue cycles, no flags
+MODES = ("flags", "timed")
+#: TaskGraphs whose lowering would create more ops than this are refused before lowering
+DEFAULT_OP_BUDGET = 2_000_000
