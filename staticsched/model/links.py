@@ -1,0 +1,136 @@
+"""Transfers on shared links: which ops cross which link, how long they take at a rate, and
+how much of a link a set of transfers uses at every cycle.
+
+A *transfer* is a micro-op whose path (source space -> destination space) a hardware link
+carries (``load``: the GM tensor's space -> the item's space; ``store``: the item's space ->
+the tensor's space; ``move``/``fixpipe``: item -> item). It runs at a *rate* in units of
+``1/RATE_DENOM`` bytes per cycle, at most its path's rate: ``cycles = overhead +
+ceil(bytes / rate)``. During its *data phase* ``[start + overhead, end)`` it holds its rate on
+every link of its path; the overhead (descriptor issue, first-burst latency) moves no bytes.
+At no cycle may the rates held on a link sum to more than its bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from staticsched.model.hardware import DTYPE_BYTES, RATE_DENOM, Hardware
+from staticsched.model.opgraph import Op, OpGraph
+
+
+@attrs.frozen
+class Transfer:
+    """What a transfer op moves: ``bytes`` over ``path`` (src, dst), with ``overhead`` cycles
+    first, at most ``path_units`` (its path's rate, in rate units), on ``links`` (names)."""
+
+    bytes: int
+    path: tuple[str, str] = attrs.field(converter=tuple)
+    overhead: int
+    path_units: int
+    links: tuple[str, ...] = attrs.field(converter=tuple)
+
+    def cycles(self, rate: int) -> int:
+        """Duration at ``rate`` units (0: the path's full rate)."""
+        r = rate or self.path_units
+        return self.overhead + max(1, math.ceil(self.bytes * RATE_DENOM / r))
+
+
+def rate_units(bytes_per_cycle: float) -> int:
+    """A rate in bytes per cycle as integer rate units (floored)."""
+    return int(bytes_per_cycle * RATE_DENOM)
+
+
+def rate_text(units: int) -> float:
+    """Rate units as bytes per cycle (exact: ``RATE_DENOM`` is a power of two)."""
+    return units / RATE_DENOM
+
+
+def op_transfer(op: Op, graph: OpGraph, hw: Hardware) -> Transfer | None:
+    """The transfer ``op`` makes on ``hw``'s links, or None (not a transfer, or no link carries
+    its path)."""
+    if not hw.links or op.kind not in ("load", "store", "move", "fixpipe"):
+        return None
+    a = op.attr
+    items = graph.item_map
+    if op.kind in ("load", "store"):
+        region, name = a.get("region"), a.get("tensor")
+        if region is None or not isinstance(name, str):
+            return None
+        tensor = graph.tensor_map.get(name)
+        gm_space = getattr(tensor, "space", "GM") if tensor is not None else "GM"
+        elem = DTYPE_BYTES.get(tensor.dtype, 2) if tensor is not None else 2
+        (r0, r1), (c0, c1) = region
+        nbytes = (r1 - r0) * (c1 - c0) * elem
+        local = items.get((op.writes if op.kind == "load" else op.reads)[0]) if (
+            op.writes if op.kind == "load" else op.reads) else None
+        if local is None:
+            return None
+        path = (gm_space, local.space) if op.kind == "load" else (local.space, gm_space)
+    else:
+        if not op.reads or not op.writes:
+            return None
+        src, dst = items.get(op.reads[0]), items.get(op.writes[0])
+        if src is None or dst is None:
+            return None
+        path = (src.space, dst.space)
+        nbytes = src.bytes
+    links = hw.links_of(*path)
+    if not links or not hw.has_path(*path):
+        return None
+    p = hw.path(*path)
+    return Transfer(nbytes, path, p.overhead, rate_units(p.bytes_per_cycle), tuple(lk.name for lk in links))
+
+
+def peak_usage(intervals: Iterable[tuple[int, int, int]]) -> tuple[int, int]:
+    """The most units held at once by ``(begin, end, units)`` intervals (half-open) and the
+    first cycle it is reached: ``(peak, cycle)``; ``(0, 0)`` for none."""
+    events: list[tuple[int, int]] = []
+    for b, e, u in intervals:
+        if e > b and u:
+            events.append((b, u))
+            events.append((e, -u))
+    # releases before acquisitions at one cycle: [b, e) intervals that touch do not overlap
+    events.sort(key=lambda ev: (ev[0], ev[1]))
+    level = peak = 0
+    at = 0
+    for t, d in events:
+        level += d
+        if level > peak:
+            peak, at = level, t
+    return peak, at
+
+
+def overflows(
+    capacity: int, intervals: Sequence[tuple[int, int, int, str]]
+) -> list[tuple[int, int, list[str]]]:
+    """Where ``(begin, end, units, label)`` intervals hold more than ``capacity`` units: one
+    ``(cycle, units held, labels of the holders)`` per maximal stretch of overflow, at its
+    first cycle."""
+    events: list[tuple[int, int, int]] = []
+    for k, (b, e, u, _) in enumerate(intervals):
+        if e > b and u:
+            events.append((b, 1, k))
+            events.append((e, 0, k))
+    events.sort()
+    active: dict[int, int] = {}
+    level = 0
+    out = []
+    over = False
+    i = 0
+    while i < len(events):
+        t = events[i][0]
+        while i < len(events) and events[i][0] == t:
+            _, kind, k = events[i]
+            if kind == 0:
+                level -= active.pop(k)
+            else:
+                active[k] = intervals[k][2]
+                level += intervals[k][2]
+            i += 1
+        if level > capacity and not over:
+            out.append((t, level, sorted(intervals[k][3] for k in active)))
+        over = level > capacity
+    return out
