@@ -21,6 +21,8 @@ from staticsched.model.hardware import Hardware, load_hardware
 from staticsched.model.program import Program
 from staticsched.verify import numeric as numreplay
 from staticsched.verify.conformance import conformance_findings
+from staticsched.verify.cost import cost_findings
+from staticsched.verify.dataflow import dataflow_findings
 from staticsched.verify.flags import double_set_findings, static_flag_findings
 from staticsched.verify.hb import flags_pass, race_findings, timed_pass
 from staticsched.verify.index import OP, SET, WAIT, ProgramIndex
@@ -117,12 +119,16 @@ def verify(
     found["deadlock"].extend(_deadlock_findings(ix, rep))
 
     if ix.timed:
-        det = clock.run("races", timed_pass, ix, rep)
+        det, df = clock.run("races", timed_pass, ix, rep)
     else:
-        det, reuse = clock.run("races", flags_pass, ix, rep)
+        det, reuse, df = clock.run("races", flags_pass, ix, rep)
         found["flag"].extend(reuse)
     found["race"].extend(race_findings(ix, det, rep))
+    found["dataflow"].extend(dataflow_findings(ix, df, rep))
 
+    cost, extents = clock.run("cost", cost_findings, ix)
+    found["cost"].extend(cost)
+    found["memory"].extend(extents)
     found["memory"].extend(clock.run("memory", placement_findings, ix))
     found["memory"].extend(clock.run("memory", live_range_findings, ix, rep))
     found["memory"].extend(clock.run("memory", uninitialized_read_findings, ix, rep))
@@ -144,6 +150,7 @@ def verify(
                 jitter,
                 seed,
                 known_races=frozenset(det.races),
+                known_reads=frozenset(df.unsatisfied),
                 data=data,
             )
         )

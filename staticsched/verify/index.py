@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import attrs
 import numpy as np
@@ -38,13 +39,17 @@ MNEMONICS = {
 Key = tuple
 
 
-@attrs.frozen
-class Access:
-    """One operand access of a micro-op: ``label`` names the data, ``segs`` the segments."""
+class Access(NamedTuple):
+    """One operand access of a micro-op: ``label`` names the data, ``segs`` the segments.
+
+    ``gm`` marks GM data (a region of a tensor, or an item of an unbounded space), whose
+    reads the dataflow check follows; a plain tuple because a chip has ~10^6 of them.
+    """
 
     label: str
-    segs: tuple[int, ...] = attrs.field(converter=tuple)
+    segs: tuple[int, ...]
     write: bool
+    gm: bool = False
 
 
 @attrs.frozen
@@ -118,8 +123,16 @@ class ProgramIndex:
         self.items: dict[str, ProgItem] = {}
         self.tensors: dict[str, Tensor] = {}
         self.seg_count = 0
+        #: per written GM tensor: (row bounds, column bounds, first segment) of its cell grid
+        self.gm_grid: dict[str, tuple[list[int], list[int], int]] = {}
+        #: GM segments (tensor cells, unbounded items) that some micro-op writes
+        self.gm_written: set[int] = set()
+        #: (first segment, tensor) of each tensor grid, sorted, and the segment of each unbounded item
+        self._gm_seg_owner: list[tuple[int, str]] = []
+        self._gm_item_of_seg: dict[int, str] = {}
         self._item_segs: dict[str, tuple[int, ...]] = {}
         self._item_where: dict[str, str] = {}
+        self._bounded: set[str] = set()
 
         self._check_header()
         self._index_tensors()
@@ -206,13 +219,15 @@ class ProgramIndex:
                 self._input("duplicate_item", f"{w} is declared twice")
                 continue
             self.items[it.name] = it
+            if self.bounded(it):
+                self._bounded.add(it.name)
             if it.space and not hw.has_space(it.space):
                 self._input(
                     "unknown_space",
                     f"{w}: unknown space '{it.space}' (hardware '{hw.name}' has {', '.join(hw.space_names)})",
                     core=it.core,
                 )
-            if self.bounded(it) and not 0 <= it.core < hw.cores:
+            if it.name in self._bounded and not 0 <= it.core < hw.cores:
                 self._input(
                     "unknown_core", f"{w}: core {it.core} out of range 0..{hw.cores - 1}", core=it.core
                 )
@@ -231,6 +246,10 @@ class ProgramIndex:
     def bounded(self, it: ProgItem) -> bool:
         """True when the item lives at an address of a capacity-limited per-core space."""
         return bool(it.space) and self.hw.has_space(it.space) and self.hw.space(it.space).bounded
+
+    def is_bounded(self, name: str) -> bool:
+        """:meth:`bounded` of a declared item, by name (cached)."""
+        return name in self._bounded
 
     # ------------------------------------------------------------------ instructions
     def _index_streams(self) -> None:
@@ -316,11 +335,12 @@ class ProgramIndex:
                 ops=(ins.id,),
                 core=core,
             )
+        items, bounded = self.items, self._bounded
         for name in (*ins.reads, *ins.writes):
-            it = self.items.get(name)
+            it = items.get(name)
             if it is None:
                 self._input("unknown_item", f"{where}: unknown item '{name}'", ops=(ins.id,), core=core)
-            elif self.bounded(it) and it.core != core:
+            elif name in bounded and it.core != core:
                 self._input(
                     "wrong_core",
                     f"{where}: accesses item '{name}' that lives in {it.space} of core {it.core}",
@@ -329,11 +349,19 @@ class ProgramIndex:
                 )
         self.accesses.append(())  # filled in by _index_segments
         kind = KINDS.get(ins.kind)
-        if kind is not None and kind.gm:
-            a = dict(ins.attrs)
+        if kind is None:
+            return
+        a = dict(ins.attrs)
+        for name in kind.missing(a):
+            self._input(
+                "missing_attr", f"{where}: {ins.kind} needs a {name!r} attribute", ops=(ins.id,), core=core
+            )
+        if kind.gm:
             tensor, region = a.get("tensor"), _region(a.get("region"))
             if not isinstance(tensor, str) or not tensor:
-                self._input("missing_attr", f"{where}: {ins.kind} needs a 'tensor' attribute", ops=(ins.id,))
+                if "tensor" in a:
+                    what = f"{where}: {ins.kind} needs a 'tensor' name, got {tensor!r}"
+                    self._input("missing_attr", what, ops=(ins.id,))
             elif region is None:
                 self._input(
                     "bad_region",
@@ -348,16 +376,21 @@ class ProgramIndex:
     # ------------------------------------------------------------------ memory segments
     def _index_segments(self) -> None:
         groups: dict[tuple[int, str], list[ProgItem]] = {}
+        labels: dict[str, str] = {}
+        unbounded: set[str] = set()
         for it in self.items.values():
-            if self.bounded(it):
+            if it.name in self._bounded:
                 if it.bytes > 0:
                     groups.setdefault((it.core, it.space), []).append(it)
                 else:
                     self._item_segs[it.name] = ()
                     self._item_where[it.name] = f"{it.space} of core {it.core} (empty)"
             else:
-                self._item_segs[it.name] = (self._new_segs(1)[0],)
+                seg = self._new_segs(1)[0]
+                self._item_segs[it.name] = (seg,)
                 self._item_where[it.name] = f"item '{it.name}'" + (f" in {it.space}" if it.space else "")
+                self._gm_item_of_seg[seg] = it.name
+                unbounded.add(it.name)
         for core, space in sorted(groups):
             items = groups[(core, space)]
             bounds = sorted({b for it in items for b in (it.offset, it.offset + it.bytes)})
@@ -367,6 +400,8 @@ class ProgramIndex:
                 hi = bisect.bisect_left(bounds, it.offset + it.bytes)
                 self._item_segs[it.name] = tuple(range(base + lo, base + hi))
                 self._item_where[it.name] = f"{space}[{it.offset},{it.offset + it.bytes}) of core {core}"
+        for name, where in self._item_where.items():
+            labels[name] = f"{name} = {where}"
 
         written = {g.tensor for g in self.gm_accesses if g.write}
         rows: dict[str, set[int]] = {}
@@ -376,36 +411,79 @@ class ProgramIndex:
                 (r0, r1), (c0, c1) = g.region
                 rows.setdefault(g.tensor, set()).update((r0, r1))
                 cols.setdefault(g.tensor, set()).update((c0, c1))
-        grid: dict[str, tuple[list[int], list[int], int]] = {}
+        grid = self.gm_grid
         for name in sorted(written):
             rb, cb = sorted(rows[name]), sorted(cols[name])
             base = self.seg_count
             self._new_segs((len(rb) - 1) * (len(cb) - 1))
             grid[name] = (rb, cb, base)
+            self._gm_seg_owner.append((base, name))
         gm_by_gid: dict[int, list[GmAccess]] = {}
         for g in self.gm_accesses:
             gm_by_gid.setdefault(g.gid, []).append(g)
 
+        item_segs = self._item_segs
+        gm_written = self.gm_written
+        accesses = self.accesses
+        role, instr = self.role, self.instr
         for gid in range(self.n):
-            if self.role[gid] != OP:
+            if role[gid] != OP:
                 continue
-            ins = self.instr[gid]
+            ins = instr[gid]
             acc = []
             for names, write in ((ins.reads, False), (ins.writes, True)):
                 for name in names:
-                    if name in self._item_segs:
-                        acc.append(Access(f"{name} = {self._item_where[name]}", self._item_segs[name], write))
+                    segs = item_segs.get(name)
+                    if segs is not None:
+                        gm = name in unbounded
+                        acc.append(Access(labels[name], segs, write, gm))
+                        if gm and write:
+                            gm_written.update(segs)
             for g in gm_by_gid.get(gid, ()):
-                segs: tuple[int, ...] = ()
+                segs = ()
                 if g.tensor in grid:
-                    rb, cb, base = grid[g.tensor]
-                    (r0, r1), (c0, c1) = g.region
-                    i0, i1 = bisect.bisect_left(rb, r0), bisect.bisect_left(rb, r1)
-                    j0, j1 = bisect.bisect_left(cb, c0), bisect.bisect_left(cb, c1)
-                    ncol = len(cb) - 1
-                    segs = tuple(base + i * ncol + j for i in range(i0, i1) for j in range(j0, j1))
-                acc.append(Access(region_text(g.tensor, g.region), segs, g.write))
-            self.accesses[gid] = tuple(acc)
+                    segs = self.cells(g.tensor, g.region)
+                    if g.write:
+                        gm_written.update(segs)
+                acc.append(Access(region_text(g.tensor, g.region), segs, g.write, True))
+            accesses[gid] = tuple(acc)
+
+    def cells(self, tensor: str, region: tuple[tuple[int, int], tuple[int, int]]) -> tuple[int, ...]:
+        """The segments (grid cells) of a region of a written tensor, row-major."""
+        rb, cb, base = self.gm_grid[tensor]
+        (r0, r1), (c0, c1) = region
+        i0, i1 = bisect.bisect_left(rb, r0), bisect.bisect_left(rb, r1)
+        j0, j1 = bisect.bisect_left(cb, c0), bisect.bisect_left(cb, c1)
+        ncol = len(cb) - 1
+        if j1 - j0 == 1:
+            return tuple(range(base + i0 * ncol + j0, base + i1 * ncol + j0, ncol))
+        return tuple(base + i * ncol + j for i in range(i0, i1) for j in range(j0, j1))
+
+    def gm_text(self, segs: Sequence[int]) -> str:
+        """GM segments in words: the bounding region of the cells per tensor (with the count when
+        the cells do not fill it) and the item names, e.g. ``GM y[64:96, 0:64]``."""
+        parts = []
+        by_tensor: dict[str, list[tuple[int, int]]] = {}
+        for seg in sorted(set(segs)):
+            item = self._gm_item_of_seg.get(seg)
+            if item is not None:
+                parts.append(f"item '{item}'")
+                continue
+            k = bisect.bisect_right(self._gm_seg_owner, (seg, "\uffff")) - 1
+            if k < 0:
+                continue
+            base, name = self._gm_seg_owner[k]
+            ncol = len(self.gm_grid[name][1]) - 1
+            by_tensor.setdefault(name, []).append(divmod(seg - base, ncol))
+        for name, ij in by_tensor.items():
+            rb, cb, _ = self.gm_grid[name]
+            i0, i1 = min(i for i, _ in ij), max(i for i, _ in ij) + 1
+            j0, j1 = min(j for _, j in ij), max(j for _, j in ij) + 1
+            text = region_text(name, ((rb[i0], rb[i1]), (cb[j0], cb[j1])))
+            if len(ij) != (i1 - i0) * (j1 - j0):
+                text = f"{len(ij)} cells within {text}"
+            parts.append(text)
+        return ", ".join(parts)
 
     def _new_segs(self, count: int) -> range:
         r = range(self.seg_count, self.seg_count + count)

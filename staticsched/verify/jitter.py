@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from staticsched.verify import numeric
+from staticsched.verify.dataflow import dataflow_findings
 from staticsched.verify.flags import double_set_findings
 from staticsched.verify.hb import race_findings, timed_pass
 from staticsched.verify.index import OP, ProgramIndex
@@ -40,14 +41,15 @@ def jitter_findings(
     seed: int,
     *,
     known_races: frozenset,
+    known_reads: frozenset = frozenset(),
     data: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]] | None = None,
 ) -> list[Finding]:
     """Run ``count`` jittered replays and report what the nominal replay did not show.
 
     Parameters
     ----------
-    known_races
-        Racing pairs already reported from the nominal replay.
+    known_races, known_reads
+        Racing pairs and GM reads before writes already reported from the nominal replay.
     data
         ``(inputs, nominal_gm)`` to also replay the numbers and compare every written tensor
         bit for bit with the nominal run.
@@ -57,6 +59,7 @@ def jitter_findings(
     seen_double = {g for g, _, _ in nominal.double_sets}
     seen_stuck = {st.released for st in nominal.stuck}
     seen_races = set(known_races)
+    seen_reads = set(known_reads)
     seen_tensors: set[str] = set()
     for r in range(count):
         rep = simulate(ix, jitter_durations(ix, rng))
@@ -78,12 +81,15 @@ def jitter_findings(
                 )
             )
         if ix.timed:
-            det = timed_pass(ix, rep)
+            det, df = timed_pass(ix, rep)
             fresh_races = frozenset(det.races) - seen_races
             skip = frozenset(det.races) - fresh_races
             seen_races |= fresh_races
             for f in race_findings(ix, det, rep, check="jitter", skip=skip):
                 out.append(Finding(f.check, f.kind, f.message + note, f.ops, f.core, f.pipes, f.cycle))
+            skip_reads = frozenset(df.unsatisfied) & seen_reads
+            seen_reads |= set(df.unsatisfied)
+            out.extend(dataflow_findings(ix, df, rep, check="jitter", skip=skip_reads, note=note))
         if data is not None:
             inputs, nominal_gm = data
             gm, _ = numeric.run(ix, rep, inputs)

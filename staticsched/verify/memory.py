@@ -123,9 +123,10 @@ def live_range_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
 
 
 def uninitialized_read_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
-    """``uninitialized_read``: in the nominal replay a micro-op reads an item before any other
-    op has finished writing it (a reordering that keeps every access happens-before ordered
-    but turns a RAW into a WAR is no race, yet reads garbage); one finding per item."""
+    """``uninitialized_read``: in the nominal replay a micro-op reads an on-chip item before any
+    other op has finished writing it (a reordering that keeps every access happens-before
+    ordered but turns a RAW into a WAR is no race, yet reads garbage); one finding per item.
+    GM data (items of unbounded spaces, tensor regions) is the dataflow check's."""
     first_write_end: dict[str, int] = {}
     for gid in range(ix.n):
         if ix.role[gid] == OP and rep.start[gid] >= 0:
@@ -142,7 +143,7 @@ def uninitialized_read_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
     )
     for start, gid in reads:
         for name in ix.instr[gid].reads:
-            if name in seen or name not in ix.items:
+            if name in seen or not ix.is_bounded(name):
                 continue
             ready = first_write_end.get(name)
             if ready is not None and ready <= start:
