@@ -4,7 +4,8 @@ Every helper is a pure function ``Program -> Program`` (``Hardware -> Hardware``
 :func:`shrink_capacity`). Where it has to choose a target it draws from
 ``np.random.default_rng(seed)`` over the candidates in a fixed order, so the same seed
 gives the same mutant. Cycles are left as they were (a mutant usually also fails
-conformance); nothing here consults the verifier.
+conformance; :func:`restate` rewrites them, as an adversary would); nothing here consults
+the verifier. The helpers that need the cost model read the kind table, as the emitter does.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import itertools
 from collections.abc import Callable
 
 import attrs
+import networkx as nx
 import numpy as np
 
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import Hardware, load_hardware
+from staticsched.model.opkinds import KINDS, item_shape
 from staticsched.model.program import Instr, Program, Stream
+from staticsched.verify import retime
 
 WAITS = ("wait_flag", "wait_cross")
 SETS = ("set_flag", "set_cross")
@@ -195,6 +199,247 @@ def shrink_capacity(hw: Hardware, p: Program, seed: int = 0) -> Hardware:
     return attrs.evolve(hw, spaces=spaces)
 
 
+# --------------------------------------------------------------------------- GM dataflow
+
+
+def _gm(ins: Instr) -> tuple[str, tuple] | None:
+    """(tensor, region) of a load/store."""
+    if ins.kind not in ("load", "store"):
+        return None
+    a = dict(ins.attrs)
+    return a["tensor"], a["region"]
+
+
+def _meets(r1: tuple, r2: tuple) -> bool:
+    (a0, a1), (b0, b1) = r1
+    (c0, c1), (d0, d1) = r2
+    return a0 < c1 and c0 < a1 and b0 < d1 and d0 < b1
+
+
+def _dependent_loads(p: Program) -> list[tuple[int, int, int, int]]:
+    """(load stream, load index, store stream, store index) for every load of GM cells that a
+    store of the program writes, in stream order."""
+    stores = [
+        (s, i, *_gm(ins))
+        for s, st in enumerate(p.streams)
+        for i, ins in enumerate(st.instrs)
+        if ins.kind == "store"
+    ]
+    out = []
+    for s, st in enumerate(p.streams):
+        for i, ins in enumerate(st.instrs):
+            if ins.kind == "load":
+                tensor, region = _gm(ins)
+                out += [(s, i, s2, i2) for s2, i2, t2, r2 in stores if t2 == tensor and _meets(region, r2)]
+    return out
+
+
+def _moved(instrs: list[Instr], src: int, dst: int) -> list[Instr]:
+    """``instrs`` with the instruction at ``src`` moved to position ``dst`` (of the result)."""
+    out = list(instrs)
+    ins = out.pop(src)
+    out.insert(dst, ins)
+    return out
+
+
+def reverse_cross_pair(p: Program, seed: int = 0) -> Program:
+    """Reverse a cross-core SET/WAIT pair around a store -> load dependency through GM: the
+    producer core now *waits* right before its store and the consumer core *sets* right after
+    its load, so the load is ordered before the store (no race: everything stays ordered).
+
+    The new pair uses an id unused on the reversed core pair; candidates whose reversal would
+    close a happens-before cycle (a deadlock, not this bug) are skipped.
+    """
+    cands = []
+    deps = _dependent_loads(p)
+    for ls, li, ss, si in deps:
+        lcore, score = p.streams[ls].core, p.streams[ss].core
+        if lcore == score:
+            continue
+        store_stream = p.streams[ss].instrs
+        load_stream = p.streams[ls].instrs
+        sets = [
+            j
+            for j in range(si + 1, len(store_stream))
+            if store_stream[j].kind == "set_cross" and store_stream[j].peer_core == lcore
+        ]
+        waits = [
+            j for j in range(li) if load_stream[j].kind == "wait_cross" and load_stream[j].peer_core == score
+        ]
+        if sets and waits:
+            cands.append((ls, li, ss, si, sets[0], waits[-1]))
+    rng = np.random.default_rng(seed)
+    for k in rng.permutation(len(cands)).tolist():
+        ls, li, ss, si, set_at, wait_at = cands[k]
+        lcore, score = p.streams[ls].core, p.streams[ss].core
+        used = {
+            ins.event
+            for st in p.streams
+            for ins in st.instrs
+            if (ins.kind == "set_cross" and st.core == lcore and ins.peer_core == score)
+            or (ins.kind == "wait_cross" and st.core == score and ins.peer_core == lcore)
+        }
+        free = [e for e in range(16) if e not in used]
+        if not free:
+            continue
+        event = free[0]
+        prod = list(p.streams[ss].instrs)
+        del prod[set_at]
+        prod.insert(si, Instr("wait_cross", 0, event=event, peer_core=lcore))
+        cons = list(p.streams[ls].instrs)
+        del cons[wait_at]
+        load_at = li - 1  # the deleted wait came before the load
+        cons.insert(load_at + 1, Instr("set_cross", 0, event=event, peer_core=score))
+        out = _with_stream(_with_stream(p, ss, prod), ls, cons)
+        if _acyclic(out):
+            return out
+    raise NoCandidate("no cross-core store -> load pair that can be reversed without a deadlock")
+
+
+def _acyclic(p: Program) -> bool:
+    """Independent check that program order plus n-th set -> n-th wait has no cycle."""
+    g = nx.DiGraph()
+    sets: dict[tuple, list] = {}
+    waits: dict[tuple, list] = {}
+    for s, st in enumerate(p.streams):
+        for i, ins in enumerate(st.instrs):
+            g.add_node((s, i))
+            if i:
+                g.add_edge((s, i - 1), (s, i))
+            if ins.kind in ("set_flag", "wait_flag"):
+                key = ("f", st.core, ins.src, ins.dst, ins.event)
+            elif ins.kind == "set_cross":
+                key = ("c", st.core, ins.peer_core, ins.event)
+            elif ins.kind == "wait_cross":
+                key = ("c", ins.peer_core, st.core, ins.event)
+            else:
+                continue
+            (sets if ins.kind.startswith("set") else waits).setdefault(key, []).append((s, i))
+    for key, ss in sets.items():
+        g.add_edges_from(zip(ss, waits.get(key, []), strict=False))
+    return nx.is_directed_acyclic_graph(g)
+
+
+def load_before_store(p: Program, seed: int = 0) -> Program:
+    """Move a GM load of cells some store writes to the front of its pipe's stream: ahead of every
+    wait, hence of the store it depends on. In timed mode it also issues at cycle 0."""
+    cands = sorted({(ls, li) for ls, li, _, _ in _dependent_loads(p) if li > 0})
+    s, i = _pick(cands, seed, "GM load of a written tensor")
+    instrs = _moved(list(p.streams[s].instrs), i, 0)
+    if p.mode == "timed":
+        instrs[0] = attrs.evolve(instrs[0], cycle=0)
+    return _with_stream(p, s, instrs)
+
+
+def store_later(p: Program, seed: int = 0) -> Program:
+    """Timed mode: issue a store that a load depends on only after every such load has ended
+    (moved to the end of its stream, its cycle past the readers' ends)."""
+    deps = _dependent_loads(p)
+    cands = sorted({(ss, si) for _, _, ss, si in deps})
+    s, i = _pick(cands, seed, "store that a load reads")
+    readers = [(ls, li) for ls, li, ss, si in deps if (ss, si) == (s, i)]
+    late = max(p.streams[ls].instrs[li].cycle + p.streams[ls].instrs[li].duration for ls, li in readers)
+    instrs = _moved(list(p.streams[s].instrs), i, len(p.streams[s].instrs) - 1)
+    instrs[-1] = attrs.evolve(instrs[-1], cycle=max(late, instrs[-1].cycle))
+    return _with_stream(p, s, instrs)
+
+
+# --------------------------------------------------------------------------- extents and costs
+
+
+def _kinded(p: Program, kinds: tuple[str, ...]) -> list[tuple[int, int]]:
+    return _positions(p, lambda ins: ins.kind in kinds)
+
+
+def _shapes(p: Program) -> dict:
+    return {it.name: item_shape(it.space, it.bytes, it.dtype, it.shape) for it in p.items}
+
+
+def _cost(hw: Hardware, shapes: dict, ins: Instr, attrs_: dict) -> int:
+    kind = KINDS[ins.kind]
+    return kind.duration(hw, attrs_, [shapes[n] for n in ins.reads], [shapes[n] for n in ins.writes])
+
+
+def _halve(p: Program, seed: int, kinds: tuple[str, ...], fields: tuple[str, ...], what: str) -> Program:
+    """Halve one extent attribute (or one dimension of a region) of an op of ``kinds``, choosing
+    among those whose cost changes, so that the stated duration now disagrees with the cost model."""
+    hw, shapes = load_hardware(p.hw), _shapes(p)
+    cands = []
+    for s, i in _kinded(p, kinds):
+        ins = p.streams[s].instrs[i]
+        a = dict(ins.attrs)
+        for f in fields:
+            new = _halved(a, f)
+            if new is not None and _cost(hw, shapes, ins, new) != ins.duration:
+                cands.append((s, i, new))
+    s, i, new = _pick(cands, seed, what)
+    instrs = list(p.streams[s].instrs)
+    instrs[i] = attrs.evolve(instrs[i], attrs=new)
+    return _with_stream(p, s, instrs)
+
+
+def _halved(a: dict, field: str) -> dict | None:
+    if field in ("rows", "cols") and "region" in a:
+        (r0, r1), (c0, c1) = a["region"]
+        if field == "rows" and r1 - r0 > 1:
+            return dict(a, region=((r0, r0 + (r1 - r0) // 2), (c0, c1)))
+        if field == "cols" and c1 - c0 > 1:
+            return dict(a, region=((r0, r1), (c0, c0 + (c1 - c0) // 2)))
+        return None
+    if a.get(field, 1) > 1:
+        return dict(a, **{field: a[field] // 2})
+    return None
+
+
+def mmad_extent(p: Program, seed: int = 0) -> Program:
+    """Halve one of an MMAD's m, n, k (e.g. k 128 -> 64), leaving its duration as it was."""
+    return _halve(p, seed, ("mmad",), ("m", "n", "k"), "mmad whose cost follows m/n/k")
+
+
+def vec_extent(p: Program, seed: int = 0) -> Program:
+    """Halve a vector op's rows or cols (its element count), leaving its duration."""
+    return _halve(p, seed, ("vec",), ("rows", "cols"), "vec whose cost follows its extent")
+
+
+def transfer_extent(p: Program, seed: int = 0) -> Program:
+    """Halve the rows or columns (the byte count) of a load, move, fixpipe or store."""
+    return _halve(
+        p,
+        seed,
+        ("load", "move", "fixpipe", "store"),
+        ("rows", "cols"),
+        "transfer whose cost follows its bytes",
+    )
+
+
+def duration_off(p: Program, seed: int = 0) -> Program:
+    """Give one kinded micro-op a duration one cycle longer than the cost model says."""
+    s, i = _pick(_kinded(p, tuple(KINDS)), seed, "kinded micro-op")
+    instrs = list(p.streams[s].instrs)
+    instrs[i] = attrs.evolve(instrs[i], duration=instrs[i].duration + 1)
+    return _with_stream(p, s, instrs)
+
+
+def recost(p: Program) -> Program:
+    """Every kinded micro-op's duration recomputed from the kind table (what an adversary who
+    knows the cost model would write)."""
+    hw, shapes = load_hardware(p.hw), _shapes(p)
+    streams = []
+    for st in p.streams:
+        instrs = [
+            attrs.evolve(ins, duration=_cost(hw, shapes, ins, dict(ins.attrs))) if ins.kind in KINDS else ins
+            for ins in st.instrs
+        ]
+        streams.append(Stream(st.core, st.unit, instrs))
+    return attrs.evolve(p, streams=streams)
+
+
+def restate(p: Program, hw: Hardware | str | None = None) -> Program:
+    """The program with every stated cycle, live range and the makespan rewritten from its own
+    replay, so that conformance alone cannot catch a mutant."""
+    return retime(p, hw if hw is not None else p.hw)
+
+
 #: program mutations and the (check, kind) each must be caught with
 PROGRAM_MUTATIONS: dict[str, tuple[Callable[..., Program], tuple[str, str]]] = {
     "delete_wait": (delete_wait, ("flag", "unpaired_set")),
@@ -204,4 +449,16 @@ PROGRAM_MUTATIONS: dict[str, tuple[Callable[..., Program], tuple[str, str]]] = {
     "swap_ops": (swap_ops, ("race", "")),
     "overlap_items": (overlap_items, ("memory", "item_overlap")),
     "reuse_id_early": (reuse_id_early, ("flag", "reuse_rule")),
+}
+
+#: mutations of GM dataflow, extents and costs (issue 10), by the program mode they apply to,
+#: with the (check, kind) each must be caught with
+DATAFLOW_MUTATIONS: dict[str, tuple[Callable[..., Program], tuple[str, str], tuple[str, ...]]] = {
+    "reverse_cross_pair": (reverse_cross_pair, ("dataflow", "read_before_write"), ("flags",)),
+    "load_before_store": (load_before_store, ("dataflow", "read_before_write"), ("flags", "timed")),
+    "store_later": (store_later, ("dataflow", "read_before_write"), ("timed",)),
+    "mmad_extent": (mmad_extent, ("cost", "duration_mismatch"), ("flags", "timed")),
+    "vec_extent": (vec_extent, ("cost", "duration_mismatch"), ("flags", "timed")),
+    "transfer_extent": (transfer_extent, ("cost", "duration_mismatch"), ("flags", "timed")),
+    "duration_off": (duration_off, ("cost", "duration_mismatch"), ("flags", "timed")),
 }
