@@ -216,22 +216,35 @@ def _meets(r1: tuple, r2: tuple) -> bool:
     return a0 < c1 and c0 < a1 and b0 < d1 and d0 < b1
 
 
-def _dependent_loads(p: Program) -> list[tuple[int, int, int, int]]:
-    """(load stream, load index, store stream, store index) for every load of GM cells that a
-    store of the program writes, in stream order."""
-    stores = [
-        (s, i, *_gm(ins))
-        for s, st in enumerate(p.streams)
-        for i, ins in enumerate(st.instrs)
-        if ins.kind == "store"
-    ]
-    out = []
-    for s, st in enumerate(p.streams):
-        for i, ins in enumerate(st.instrs):
-            if ins.kind == "load":
-                tensor, region = _gm(ins)
-                out += [(s, i, s2, i2) for s2, i2, t2, r2 in stores if t2 == tensor and _meets(region, r2)]
-    return out
+def _gm_deps(p: Program) -> list[tuple[int, int, int, int]]:
+    """(reader stream, index, writer stream, index) for every micro-op reading GM data whose only
+    writer is another micro-op: a load of cells one store alone writes, or a read of an item of
+    GM (or no space) that one op alone writes. Sorted."""
+    where = {
+        (s, i): ins for s, st in enumerate(p.streams) for i, ins in enumerate(st.instrs) if not ins.is_sync
+    }
+    stores = [(pos, *_gm(ins)) for pos, ins in where.items() if ins.kind == "store"]
+    out = set()
+    for pos, ins in where.items():
+        if ins.kind != "load":
+            continue
+        tensor, region = _gm(ins)
+        meeting = [(w, r) for w, t, r in stores if t == tensor and _meets(region, r)]
+        for w, r in meeting:
+            if not any(_meets(r, r2) for w2, t2, r2 in stores if w2 != w and t2 == tensor):
+                out.add((*pos, *w))
+    gm_items = {it.name for it in p.items if it.space in ("", "GM")}
+    writers: dict[str, list[tuple[int, int]]] = {}
+    for pos, ins in where.items():
+        for name in ins.writes:
+            if name in gm_items:
+                writers.setdefault(name, []).append(pos)
+    for pos, ins in where.items():
+        for name in ins.reads:
+            ws = writers.get(name, [])
+            if len(ws) == 1 and ws[0] != pos:
+                out.add((*pos, *ws[0]))
+    return sorted(out)
 
 
 def _moved(instrs: list[Instr], src: int, dst: int) -> list[Instr]:
@@ -242,58 +255,64 @@ def _moved(instrs: list[Instr], src: int, dst: int) -> list[Instr]:
     return out
 
 
+def _cross_pairs(p: Program) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(set position, wait position) of every cross-core flag pair whose key has one setting and
+    one waiting stream (so the n-th set is paired with the n-th wait in program order)."""
+    sets: dict[tuple, list[tuple[int, int]]] = {}
+    waits: dict[tuple, list[tuple[int, int]]] = {}
+    for s, st in enumerate(p.streams):
+        for i, ins in enumerate(st.instrs):
+            if ins.kind == "set_cross":
+                sets.setdefault((st.core, ins.peer_core, ins.event), []).append((s, i))
+            elif ins.kind == "wait_cross":
+                waits.setdefault((ins.peer_core, st.core, ins.event), []).append((s, i))
+    out = []
+    for key in sorted(sets):
+        ss, ws = sets[key], waits.get(key, [])
+        if len({x for x, _ in ss}) == 1 and len({x for x, _ in ws}) == 1:
+            out += list(zip(ss, ws, strict=False))
+    return out
+
+
 def reverse_cross_pair(p: Program, seed: int = 0) -> Program:
-    """Reverse a cross-core SET/WAIT pair around a store -> load dependency through GM: the
-    producer core now *waits* right before its store and the consumer core *sets* right after
-    its load, so the load is ordered before the store (no race: everything stays ordered).
+    """Reverse a cross-core SET/WAIT pair around a dependency through GM (a store -> load, or a GM
+    item's writer -> reader): the writer's core now *waits* right before the write and the
+    reader's core *sets* right after the read, so the read is ordered before the write (no
+    race: everything stays ordered).
 
     The new pair uses an id unused on the reversed core pair; candidates whose reversal would
     close a happens-before cycle (a deadlock, not this bug) are skipped.
     """
+    pairs = _cross_pairs(p)
     cands = []
-    deps = _dependent_loads(p)
-    for ls, li, ss, si in deps:
-        lcore, score = p.streams[ls].core, p.streams[ss].core
-        if lcore == score:
-            continue
-        store_stream = p.streams[ss].instrs
-        load_stream = p.streams[ls].instrs
-        sets = [
-            j
-            for j in range(si + 1, len(store_stream))
-            if store_stream[j].kind == "set_cross" and store_stream[j].peer_core == lcore
-        ]
-        waits = [
-            j for j in range(li) if load_stream[j].kind == "wait_cross" and load_stream[j].peer_core == score
-        ]
-        if sets and waits:
-            cands.append((ls, li, ss, si, sets[0], waits[-1]))
+    for rs, ri, ws, wi in _gm_deps(p):
+        for (ss, si), (ts, ti) in pairs:
+            if ss == ws and si > wi and ts == rs and ti < ri:
+                cands.append((rs, ri, ws, wi, si, ti))
     rng = np.random.default_rng(seed)
     for k in rng.permutation(len(cands)).tolist():
-        ls, li, ss, si, set_at, wait_at = cands[k]
-        lcore, score = p.streams[ls].core, p.streams[ss].core
+        rs, ri, ws, wi, set_at, wait_at = cands[k]
+        rcore, wcore = p.streams[rs].core, p.streams[ws].core
         used = {
             ins.event
             for st in p.streams
             for ins in st.instrs
-            if (ins.kind == "set_cross" and st.core == lcore and ins.peer_core == score)
-            or (ins.kind == "wait_cross" and st.core == score and ins.peer_core == lcore)
+            if (ins.kind == "set_cross" and st.core == rcore and ins.peer_core == wcore)
+            or (ins.kind == "wait_cross" and st.core == wcore and ins.peer_core == rcore)
         }
-        free = [e for e in range(16) if e not in used]
-        if not free:
+        event = min(set(range(16)) - used, default=None)
+        if event is None:
             continue
-        event = free[0]
-        prod = list(p.streams[ss].instrs)
-        del prod[set_at]
-        prod.insert(si, Instr("wait_cross", 0, event=event, peer_core=lcore))
-        cons = list(p.streams[ls].instrs)
-        del cons[wait_at]
-        load_at = li - 1  # the deleted wait came before the load
-        cons.insert(load_at + 1, Instr("set_cross", 0, event=event, peer_core=score))
-        out = _with_stream(_with_stream(p, ss, prod), ls, cons)
+        writer = list(p.streams[ws].instrs)
+        del writer[set_at]
+        writer.insert(wi, Instr("wait_cross", 0, event=event, peer_core=rcore))
+        reader = list(p.streams[rs].instrs)
+        del reader[wait_at]
+        reader.insert(ri, Instr("set_cross", 0, event=event, peer_core=wcore))  # right after the read
+        out = _with_stream(_with_stream(p, ws, writer), rs, reader)
         if _acyclic(out):
             return out
-    raise NoCandidate("no cross-core store -> load pair that can be reversed without a deadlock")
+    raise NoCandidate("no cross-core GM dependency whose flag pair can be reversed without a deadlock")
 
 
 def _acyclic(p: Program) -> bool:
@@ -321,10 +340,11 @@ def _acyclic(p: Program) -> bool:
 
 
 def load_before_store(p: Program, seed: int = 0) -> Program:
-    """Move a GM load of cells some store writes to the front of its pipe's stream: ahead of every
-    wait, hence of the store it depends on. In timed mode it also issues at cycle 0."""
-    cands = sorted({(ls, li) for ls, li, _, _ in _dependent_loads(p) if li > 0})
-    s, i = _pick(cands, seed, "GM load of a written tensor")
+    """Move a micro-op reading GM data that another op writes (a load of an intermediate tensor,
+    or a reader of a GM item) to the front of its pipe's stream: ahead of every wait, hence of
+    the write it depends on. In timed mode it also issues at cycle 0."""
+    cands = sorted({(rs, ri) for rs, ri, ws, wi in _gm_deps(p) if ri > 0 and (rs, ri) != (ws, wi)})
+    s, i = _pick(cands, seed, "reader of GM data another op writes")
     instrs = _moved(list(p.streams[s].instrs), i, 0)
     if p.mode == "timed":
         instrs[0] = attrs.evolve(instrs[0], cycle=0)
@@ -332,11 +352,12 @@ def load_before_store(p: Program, seed: int = 0) -> Program:
 
 
 def store_later(p: Program, seed: int = 0) -> Program:
-    """Timed mode: issue a store that a load depends on only after every such load has ended
-    (moved to the end of its stream, its cycle past the readers' ends)."""
-    deps = _dependent_loads(p)
+    """Timed mode: issue a writer of GM data that another op reads (a store of an intermediate
+    tensor, or a GM item's writer) only after all its readers have ended (moved to the end of its
+    stream, its cycle past the readers' ends)."""
+    deps = _gm_deps(p)
     cands = sorted({(ss, si) for _, _, ss, si in deps})
-    s, i = _pick(cands, seed, "store that a load reads")
+    s, i = _pick(cands, seed, "writer of GM data that another op reads")
     readers = [(ls, li) for ls, li, ss, si in deps if (ss, si) == (s, i)]
     late = max(p.streams[ls].instrs[li].cycle + p.streams[ls].instrs[li].duration for ls, li in readers)
     instrs = _moved(list(p.streams[s].instrs), i, len(p.streams[s].instrs) - 1)
