@@ -123,7 +123,11 @@ class OpKind:
 
     def missing(self, attrs_: Mapping[str, Any]) -> list[str]:
         """The required attributes absent from ``attrs_``."""
-        return [name for name in self.required if name not in attrs_]
+        return [
+            name
+            for name, _ in self.attributes
+            if name not in attrs_ and not any(name == d for d, _ in self.defaults)
+        ]
 
 
 # --------------------------------------------------------------------------- helpers

@@ -35,6 +35,10 @@ MNEMONICS = {
     "wait_cross": "WAIT_CROSS",
 }
 
+_SYNC = frozenset(("set_flag", "wait_flag", "set_cross", "wait_cross"))
+_SETS = frozenset(("set_flag", "set_cross"))
+_FLAGS = frozenset(("set_flag", "wait_flag"))
+
 #: a flag key: ``("flag", core, src, dst, event)`` or ``("cross", src_core, dst_core, event)``
 Key = tuple
 
@@ -213,15 +217,16 @@ class ProgramIndex:
 
     def _index_items(self) -> None:
         hw = self.hw
+        known = {sp.name: sp.bounded for sp in hw.spaces}
         for it in self.program.items:
             w = f"item '{it.name}'"
             if it.name in self.items:
                 self._input("duplicate_item", f"{w} is declared twice")
                 continue
             self.items[it.name] = it
-            if self.bounded(it):
+            if known.get(it.space, False):
                 self._bounded.add(it.name)
-            if it.space and not hw.has_space(it.space):
+            if it.space and it.space not in known:
                 self._input(
                     "unknown_space",
                     f"{w}: unknown space '{it.space}' (hardware '{hw.name}' has {', '.join(hw.space_names)})",
@@ -237,6 +242,8 @@ class ProgramIndex:
                 self._input("bad_dtype", f"{w}: unknown dtype {it.dtype!r}")
             elif it.dtype and it.shape:
                 need = math.prod(it.shape) * DTYPE_BYTES[it.dtype]
+                if need == it.bytes and min(it.shape) > 0:
+                    continue
                 if need > it.bytes or any(x <= 0 for x in it.shape):
                     self._input(
                         "bad_shape",
@@ -277,100 +284,113 @@ class ProgramIndex:
                     core=st.core,
                     pipes=(st.unit,),
                 )
-            gids = []
+            base = len(self.instr)
+            n = len(st.instrs)
+            self.instr.extend(st.instrs)
+            self.stream_of.extend([s] * n)
+            self.pos_of.extend(range(n))
+            self.stream_gids.append(list(range(base, base + n)))
             for pos, ins in enumerate(st.instrs):
-                gid = len(self.instr)
-                gids.append(gid)
-                self.instr.append(ins)
-                self.stream_of.append(s)
-                self.pos_of.append(pos)
-                self._index_instr(gid, ins, st.core, st.unit)
-            self.stream_gids.append(gids)
+                self._index_instr(base + pos, ins, st.core, st.unit)
 
     def _index_instr(self, gid: int, ins: Instr, core: int, unit: str) -> None:
-        self.cycle.append(ins.cycle if isinstance(ins.cycle, int) else 0)
-        if not isinstance(ins.cycle, int) or ins.cycle < 0:
-            self._input(
-                "bad_cycle", f"core {core} {unit}#{self.pos_of[gid]}: cycle {ins.cycle!r} is not >= 0"
-            )
-        if ins.is_sync:
-            self.role.append(SET if ins.kind.startswith("set") else WAIT)
+        # runs once per instruction (~10^6 on a chip): the common case is checked first and
+        # messages are only formatted for problems
+        cyc = ins.cycle
+        if isinstance(cyc, int) and cyc >= 0:
+            self.cycle.append(cyc)
+        else:
+            self.cycle.append(cyc if isinstance(cyc, int) else 0)
+            self._input("bad_cycle", f"core {core} {unit}#{self.pos_of[gid]}: cycle {cyc!r} is not >= 0")
+        kind_name = ins.kind
+        if kind_name in _SYNC:
+            role = SET if kind_name in _SETS else WAIT
+            self.role.append(role)
             self.dur.append(0)
             self.accesses.append(())
-            if ins.kind in ("set_flag", "wait_flag"):
+            if kind_name in _FLAGS:
                 key: Key = ("flag", core, ins.src, ins.dst, ins.event)
                 self.latency.append(self.hw.sync.flag_latency)
-            elif ins.kind == "set_cross":
+            elif kind_name == "set_cross":
                 key = ("cross", core, ins.peer_core, ins.event)
                 self.latency.append(self.hw.sync.cross_core_latency)
             else:
                 key = ("cross", ins.peer_core, core, ins.event)
                 self.latency.append(self.hw.sync.cross_core_latency)
             self.key_of.append(key)
-            table = self.sets_of if self.role[gid] == SET else self.waits_of
-            table.setdefault(key, []).append(gid)
+            table = self.sets_of if role == SET else self.waits_of
+            got = table.get(key)
+            if got is None:
+                table[key] = [gid]
+            else:
+                got.append(gid)
             return
         self.role.append(OP)
         self.key_of.append(None)
         self.latency.append(0)
-        where = f"op '{ins.id}' (core {core} {unit})"
-        if not ins.id:
+        self.accesses.append(())  # filled in by _index_segments
+        op_id, duration = ins.id, ins.duration
+
+        def where() -> str:
+            return f"op '{op_id}' (core {core} {unit})"
+
+        if not op_id:
             self._input(
                 "missing_id", f"core {core} {unit}#{self.pos_of[gid]}: micro-op without an id", core=core
             )
-        elif ins.id in self.op_gid:
-            self._input("duplicate_op", f"{where}: id used twice", ops=(ins.id,), core=core)
+        elif op_id in self.op_gid:
+            self._input("duplicate_op", f"{where()}: id used twice", ops=(op_id,), core=core)
         else:
-            self.op_gid[ins.id] = gid
-        if not isinstance(ins.duration, int) or ins.duration < 1:
-            self._input("bad_duration", f"{where}: duration must be >= 1, got {ins.duration!r}", core=core)
-            self.dur.append(max(0, ins.duration) if isinstance(ins.duration, int) else 0)
+            self.op_gid[op_id] = gid
+        if isinstance(duration, int) and duration >= 1:
+            self.dur.append(duration)
         else:
-            self.dur.append(ins.duration)
-        if ins.kind != "op" and ins.kind not in KINDS:
+            self._input("bad_duration", f"{where()}: duration must be >= 1, got {duration!r}", core=core)
+            self.dur.append(max(0, duration) if isinstance(duration, int) else 0)
+        kind = KINDS.get(kind_name)
+        if kind is None and kind_name != "op":
             self._input(
                 "unknown_kind",
-                f"{where}: unknown instruction kind {ins.kind!r} (kinds: op, {', '.join(KINDS)}, "
+                f"{where()}: unknown instruction kind {kind_name!r} (kinds: op, {', '.join(KINDS)}, "
                 f"{', '.join(MNEMONICS)})",
-                ops=(ins.id,),
+                ops=(op_id,),
                 core=core,
             )
         items, bounded = self.items, self._bounded
-        for name in (*ins.reads, *ins.writes):
-            it = items.get(name)
-            if it is None:
-                self._input("unknown_item", f"{where}: unknown item '{name}'", ops=(ins.id,), core=core)
-            elif name in bounded and it.core != core:
-                self._input(
-                    "wrong_core",
-                    f"{where}: accesses item '{name}' that lives in {it.space} of core {it.core}",
-                    ops=(ins.id,),
-                    core=core,
-                )
-        self.accesses.append(())  # filled in by _index_segments
-        kind = KINDS.get(ins.kind)
+        for names in (ins.reads, ins.writes):
+            for name in names:
+                it = items.get(name)
+                if it is None:
+                    self._input("unknown_item", f"{where()}: unknown item '{name}'", ops=(op_id,), core=core)
+                elif it.core != core and name in bounded:
+                    self._input(
+                        "wrong_core",
+                        f"{where()}: accesses item '{name}' that lives in {it.space} of core {it.core}",
+                        ops=(op_id,),
+                        core=core,
+                    )
         if kind is None:
             return
         a = dict(ins.attrs)
         for name in kind.missing(a):
             self._input(
-                "missing_attr", f"{where}: {ins.kind} needs a {name!r} attribute", ops=(ins.id,), core=core
+                "missing_attr", f"{where()}: {kind_name} needs a {name!r} attribute", ops=(op_id,), core=core
             )
         if kind.gm:
             tensor, region = a.get("tensor"), _region(a.get("region"))
             if not isinstance(tensor, str) or not tensor:
                 if "tensor" in a:
-                    what = f"{where}: {ins.kind} needs a 'tensor' name, got {tensor!r}"
-                    self._input("missing_attr", what, ops=(ins.id,))
+                    what = f"{where()}: {kind_name} needs a 'tensor' name, got {tensor!r}"
+                    self._input("missing_attr", what, ops=(op_id,))
             elif region is None:
                 self._input(
                     "bad_region",
-                    f"{where}: 'region' {a.get('region')!r} is not ((r0, r1), (c0, c1)) with r0<r1, c0<c1",
-                    ops=(ins.id,),
+                    f"{where()}: 'region' {a.get('region')!r} is not ((r0, r1), (c0, c1)) with r0<r1, c0<c1",
+                    ops=(op_id,),
                 )
             else:
                 if tensor not in self.tensors:
-                    self._input("unknown_tensor", f"{where}: unknown tensor '{tensor}'", ops=(ins.id,))
+                    self._input("unknown_tensor", f"{where()}: unknown tensor '{tensor}'", ops=(op_id,))
                 self.gm_accesses.append(GmAccess(gid, tensor, region, kind.gm == "w"))
 
     # ------------------------------------------------------------------ memory segments
@@ -426,6 +446,9 @@ class ProgramIndex:
         gm_written = self.gm_written
         accesses = self.accesses
         role, instr = self.role, self.instr
+        # one Access object per distinct (data, direction): a chip has ~10^6 accesses of far
+        # fewer items and regions
+        made: dict[tuple, Access] = {}
         for gid in range(self.n):
             if role[gid] != OP:
                 continue
@@ -433,19 +456,27 @@ class ProgramIndex:
             acc = []
             for names, write in ((ins.reads, False), (ins.writes, True)):
                 for name in names:
-                    segs = item_segs.get(name)
-                    if segs is not None:
+                    a = made.get((name, write))
+                    if a is None:
+                        segs = item_segs.get(name)
+                        if segs is None:
+                            continue
                         gm = name in unbounded
-                        acc.append(Access(labels[name], segs, write, gm))
+                        a = made[(name, write)] = Access(labels[name], segs, write, gm)
                         if gm and write:
                             gm_written.update(segs)
+                    acc.append(a)
             for g in gm_by_gid.get(gid, ()):
-                segs = ()
-                if g.tensor in grid:
-                    segs = self.cells(g.tensor, g.region)
-                    if g.write:
-                        gm_written.update(segs)
-                acc.append(Access(region_text(g.tensor, g.region), segs, g.write, True))
+                key = (g.tensor, g.region, g.write)
+                a = made.get(key)
+                if a is None:
+                    segs = ()
+                    if g.tensor in grid:
+                        segs = self.cells(g.tensor, g.region)
+                        if g.write:
+                            gm_written.update(segs)
+                    a = made[key] = Access(region_text(g.tensor, g.region), segs, g.write, True)
+                acc.append(a)
             accesses[gid] = tuple(acc)
 
     def cells(self, tensor: str, region: tuple[tuple[int, int], tuple[int, int]]) -> tuple[int, ...]:
