@@ -449,10 +449,20 @@ class ProgramIndex:
         # one Access object per distinct (data, direction): a chip has ~10^6 accesses of far
         # fewer items and regions
         made: dict[tuple, Access] = {}
+        number = {name: k for k, name in enumerate(self.items)}
+        pairs: list[tuple[int, int, int, int]] = []  # (gid, item number, read position or -1, write)
         for gid in range(self.n):
             if role[gid] != OP:
                 continue
             ins = instr[gid]
+            for pos, name in enumerate(ins.reads):
+                k = number.get(name)
+                if k is not None:
+                    pairs.append((gid, k, pos, 0))
+            for name in ins.writes:
+                k = number.get(name)
+                if k is not None:
+                    pairs.append((gid, k, -1, 1))
             acc = []
             for names, write in ((ins.reads, False), (ins.writes, True)):
                 for name in names:
@@ -478,6 +488,10 @@ class ProgramIndex:
                     a = made[key] = Access(region_text(g.tensor, g.region), segs, g.write, True)
                 acc.append(a)
             accesses[gid] = tuple(acc)
+        table = np.array(pairs, dtype=np.int64).reshape(-1, 4)
+        #: every (micro-op, declared item) operand as parallel arrays: gid, item number (in
+        #: ``items`` order), position among the op's reads (-1 for a write), 1 for a write
+        self.item_access = (table[:, 0], table[:, 1], table[:, 2], table[:, 3].astype(bool))
 
     def cells(self, tensor: str, region: tuple[tuple[int, int], tuple[int, int]]) -> tuple[int, ...]:
         """The segments (grid cells) of a region of a written tensor, row-major."""
@@ -551,16 +565,6 @@ class ProgramIndex:
         self.comp_size = sizes
 
     # ------------------------------------------------------------------ queries used by checks
-    def item_accessors(self) -> dict[str, list[int]]:
-        """Per item, the gids of the micro-ops that read or write it, in gid order."""
-        out: dict[str, list[int]] = {}
-        for gid in range(self.n):
-            if self.role[gid] == OP:
-                ins = self.instr[gid]
-                for name in dict.fromkeys((*ins.reads, *ins.writes)):
-                    out.setdefault(name, []).append(gid)
-        return out
-
     def flag_keys(self) -> list[Key]:
         """Every flag key used, sorted."""
         return sorted(set(self.sets_of) | set(self.waits_of))
