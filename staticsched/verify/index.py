@@ -290,8 +290,51 @@ class ProgramIndex:
             self.stream_of.extend([s] * n)
             self.pos_of.extend(range(n))
             self.stream_gids.append(list(range(base, base + n)))
-            for pos, ins in enumerate(st.instrs):
-                self._index_instr(base + pos, ins, st.core, st.unit)
+            self._index_stream(base, st)
+
+    def _index_stream(self, base: int, st: Any) -> None:
+        """Index one stream's instructions; sync instructions (most of a chip's ~10^6) take an
+        inlined path, everything else :meth:`_index_instr`."""
+        core, unit = st.core, st.unit
+        flag_latency, cross_latency = self.hw.sync.flag_latency, self.hw.sync.cross_core_latency
+        role, dur, accesses, latency, key_of, cycle = (
+            self.role.append,
+            self.dur.append,
+            self.accesses.append,
+            self.latency.append,
+            self.key_of.append,
+            self.cycle.append,
+        )
+        sets_of, waits_of = self.sets_of, self.waits_of
+        for pos, ins in enumerate(st.instrs):
+            kind, cyc = ins.kind, ins.cycle
+            if kind not in _SYNC or type(cyc) is not int or cyc < 0:
+                self._index_instr(base + pos, ins, core, unit)
+                continue
+            cycle(cyc)
+            dur(0)
+            accesses(())
+            if kind == "set_flag" or kind == "wait_flag":
+                key: Key = ("flag", core, ins.src, ins.dst, ins.event)
+                latency(flag_latency)
+            elif kind == "set_cross":
+                key = ("cross", core, ins.peer_core, ins.event)
+                latency(cross_latency)
+            else:
+                key = ("cross", ins.peer_core, core, ins.event)
+                latency(cross_latency)
+            key_of(key)
+            if kind in _SETS:
+                role(SET)
+                table = sets_of
+            else:
+                role(WAIT)
+                table = waits_of
+            got = table.get(key)
+            if got is None:
+                table[key] = [base + pos]
+            else:
+                got.append(base + pos)
 
     def _index_instr(self, gid: int, ins: Instr, core: int, unit: str) -> None:
         # runs once per instruction (~10^6 on a chip): the common case is checked first and

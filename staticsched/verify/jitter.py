@@ -10,6 +10,7 @@ correct when every duration is exact).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 from collections.abc import Mapping
@@ -169,12 +170,15 @@ def start(
     if processes < 1 or "fork" not in mp.get_all_start_methods():
         # jitter is run in this process
         return Pending(count, None, None, job)
-    # forked workers see the index as it is, without pickling ~10^6 instructions
+    # forked workers see the index as it is, without pickling ~10^6 instructions; frozen objects
+    # are left alone by the workers' cycle collector, so their pages stay shared
     _JOB = job
+    gc.freeze()
     try:
         pool = mp.get_context("fork").Pool(processes)
     finally:
         _JOB = None
+        gc.unfreeze()
     return Pending(count, pool, pool.map_async(_replay, range(count), chunksize=1), job)
 
 
