@@ -4,7 +4,8 @@ Every helper is a pure function ``Program -> Program`` (``Hardware -> Hardware``
 :func:`shrink_capacity`). Where it has to choose a target it draws from
 ``np.random.default_rng(seed)`` over the candidates in a fixed order, so the same seed
 gives the same mutant. Cycles are left as they were (a mutant usually also fails
-conformance); nothing here consults the verifier.
+conformance; :func:`restate` rewrites them, as an adversary would); nothing here consults
+the verifier. The helpers that need the cost model read the kind table, as the emitter does.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import itertools
 from collections.abc import Callable
 
 import attrs
+import networkx as nx
 import numpy as np
 
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import Hardware, load_hardware
+from staticsched.model.opkinds import KINDS, item_shape
 from staticsched.model.program import Instr, Program, Stream
+from staticsched.verify import retime
 
 WAITS = ("wait_flag", "wait_cross")
 SETS = ("set_flag", "set_cross")
@@ -195,6 +199,268 @@ def shrink_capacity(hw: Hardware, p: Program, seed: int = 0) -> Hardware:
     return attrs.evolve(hw, spaces=spaces)
 
 
+# --------------------------------------------------------------------------- GM dataflow
+
+
+def _gm(ins: Instr) -> tuple[str, tuple] | None:
+    """(tensor, region) of a load/store."""
+    if ins.kind not in ("load", "store"):
+        return None
+    a = dict(ins.attrs)
+    return a["tensor"], a["region"]
+
+
+def _meets(r1: tuple, r2: tuple) -> bool:
+    (a0, a1), (b0, b1) = r1
+    (c0, c1), (d0, d1) = r2
+    return a0 < c1 and c0 < a1 and b0 < d1 and d0 < b1
+
+
+def _gm_deps(p: Program) -> list[tuple[int, int, int, int]]:
+    """(reader stream, index, writer stream, index) for every micro-op reading GM data whose only
+    writer is another micro-op: a load of cells one store alone writes, or a read of an item of
+    GM (or no space) that one op alone writes. Sorted."""
+    where = {
+        (s, i): ins for s, st in enumerate(p.streams) for i, ins in enumerate(st.instrs) if not ins.is_sync
+    }
+    stores = [(pos, *_gm(ins)) for pos, ins in where.items() if ins.kind == "store"]
+    out = set()
+    for pos, ins in where.items():
+        if ins.kind != "load":
+            continue
+        tensor, region = _gm(ins)
+        meeting = [(w, r) for w, t, r in stores if t == tensor and _meets(region, r)]
+        for w, r in meeting:
+            if not any(_meets(r, r2) for w2, t2, r2 in stores if w2 != w and t2 == tensor):
+                out.add((*pos, *w))
+    gm_items = {it.name for it in p.items if it.space in ("", "GM")}
+    writers: dict[str, list[tuple[int, int]]] = {}
+    for pos, ins in where.items():
+        for name in ins.writes:
+            if name in gm_items:
+                writers.setdefault(name, []).append(pos)
+    for pos, ins in where.items():
+        for name in ins.reads:
+            ws = writers.get(name, [])
+            if len(ws) == 1 and ws[0] != pos:
+                out.add((*pos, *ws[0]))
+    return sorted(out)
+
+
+def _moved(instrs: list[Instr], src: int, dst: int) -> list[Instr]:
+    """``instrs`` with the instruction at ``src`` moved to position ``dst`` (of the result)."""
+    out = list(instrs)
+    ins = out.pop(src)
+    out.insert(dst, ins)
+    return out
+
+
+def _cross_pairs(p: Program) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(set position, wait position) of every cross-core flag pair whose key has one setting and
+    one waiting stream (so the n-th set is paired with the n-th wait in program order)."""
+    sets: dict[tuple, list[tuple[int, int]]] = {}
+    waits: dict[tuple, list[tuple[int, int]]] = {}
+    for s, st in enumerate(p.streams):
+        for i, ins in enumerate(st.instrs):
+            if ins.kind == "set_cross":
+                sets.setdefault((st.core, ins.peer_core, ins.event), []).append((s, i))
+            elif ins.kind == "wait_cross":
+                waits.setdefault((ins.peer_core, st.core, ins.event), []).append((s, i))
+    out = []
+    for key in sorted(sets):
+        ss, ws = sets[key], waits.get(key, [])
+        if len({x for x, _ in ss}) == 1 and len({x for x, _ in ws}) == 1:
+            out += list(zip(ss, ws, strict=False))
+    return out
+
+
+def reverse_cross_pair(p: Program, seed: int = 0) -> Program:
+    """Reverse a cross-core SET/WAIT pair around a dependency through GM (a store -> load, or a GM
+    item's writer -> reader): the writer's core now *waits* right before the write and the
+    reader's core *sets* right after the read, so the read is ordered before the write (no
+    race: everything stays ordered).
+
+    The new pair uses an id unused on the reversed core pair; candidates whose reversal would
+    close a happens-before cycle (a deadlock, not this bug) are skipped.
+    """
+    pairs = _cross_pairs(p)
+    cands = []
+    for rs, ri, ws, wi in _gm_deps(p):
+        for (ss, si), (ts, ti) in pairs:
+            if ss == ws and si > wi and ts == rs and ti < ri:
+                cands.append((rs, ri, ws, wi, si, ti))
+    rng = np.random.default_rng(seed)
+    for k in rng.permutation(len(cands)).tolist():
+        rs, ri, ws, wi, set_at, wait_at = cands[k]
+        rcore, wcore = p.streams[rs].core, p.streams[ws].core
+        used = {
+            ins.event
+            for st in p.streams
+            for ins in st.instrs
+            if (ins.kind == "set_cross" and st.core == rcore and ins.peer_core == wcore)
+            or (ins.kind == "wait_cross" and st.core == wcore and ins.peer_core == rcore)
+        }
+        event = min(set(range(16)) - used, default=None)
+        if event is None:
+            continue
+        writer = list(p.streams[ws].instrs)
+        del writer[set_at]
+        writer.insert(wi, Instr("wait_cross", 0, event=event, peer_core=rcore))
+        reader = list(p.streams[rs].instrs)
+        del reader[wait_at]
+        reader.insert(ri, Instr("set_cross", 0, event=event, peer_core=wcore))  # right after the read
+        out = _with_stream(_with_stream(p, ws, writer), rs, reader)
+        if _acyclic(out):
+            return out
+    raise NoCandidate("no cross-core GM dependency whose flag pair can be reversed without a deadlock")
+
+
+def _acyclic(p: Program) -> bool:
+    """Independent check that program order plus n-th set -> n-th wait has no cycle."""
+    g = nx.DiGraph()
+    sets: dict[tuple, list] = {}
+    waits: dict[tuple, list] = {}
+    for s, st in enumerate(p.streams):
+        for i, ins in enumerate(st.instrs):
+            g.add_node((s, i))
+            if i:
+                g.add_edge((s, i - 1), (s, i))
+            if ins.kind in ("set_flag", "wait_flag"):
+                key = ("f", st.core, ins.src, ins.dst, ins.event)
+            elif ins.kind == "set_cross":
+                key = ("c", st.core, ins.peer_core, ins.event)
+            elif ins.kind == "wait_cross":
+                key = ("c", ins.peer_core, st.core, ins.event)
+            else:
+                continue
+            (sets if ins.kind.startswith("set") else waits).setdefault(key, []).append((s, i))
+    for key, ss in sets.items():
+        g.add_edges_from(zip(ss, waits.get(key, []), strict=False))
+    return nx.is_directed_acyclic_graph(g)
+
+
+def load_before_store(p: Program, seed: int = 0) -> Program:
+    """Move a micro-op reading GM data that another op writes (a load of an intermediate tensor,
+    or a reader of a GM item) to the front of its pipe's stream: ahead of every wait, hence of
+    the write it depends on. In timed mode it also issues at cycle 0."""
+    cands = sorted({(rs, ri) for rs, ri, ws, wi in _gm_deps(p) if ri > 0 and (rs, ri) != (ws, wi)})
+    s, i = _pick(cands, seed, "reader of GM data another op writes")
+    instrs = _moved(list(p.streams[s].instrs), i, 0)
+    if p.mode == "timed":
+        instrs[0] = attrs.evolve(instrs[0], cycle=0)
+    return _with_stream(p, s, instrs)
+
+
+def store_later(p: Program, seed: int = 0) -> Program:
+    """Timed mode: issue a writer of GM data that another op reads (a store of an intermediate
+    tensor, or a GM item's writer) only after all its readers have ended (moved to the end of its
+    stream, its cycle past the readers' ends)."""
+    deps = _gm_deps(p)
+    cands = sorted({(ss, si) for _, _, ss, si in deps})
+    s, i = _pick(cands, seed, "writer of GM data that another op reads")
+    readers = [(ls, li) for ls, li, ss, si in deps if (ss, si) == (s, i)]
+    late = max(p.streams[ls].instrs[li].cycle + p.streams[ls].instrs[li].duration for ls, li in readers)
+    instrs = _moved(list(p.streams[s].instrs), i, len(p.streams[s].instrs) - 1)
+    instrs[-1] = attrs.evolve(instrs[-1], cycle=max(late, instrs[-1].cycle))
+    return _with_stream(p, s, instrs)
+
+
+# --------------------------------------------------------------------------- extents and costs
+
+
+def _kinded(p: Program, kinds: tuple[str, ...]) -> list[tuple[int, int]]:
+    return _positions(p, lambda ins: ins.kind in kinds)
+
+
+def _shapes(p: Program) -> dict:
+    return {it.name: item_shape(it.space, it.bytes, it.dtype, it.shape) for it in p.items}
+
+
+def _cost(hw: Hardware, shapes: dict, ins: Instr, attrs_: dict) -> int:
+    kind = KINDS[ins.kind]
+    return kind.duration(hw, attrs_, [shapes[n] for n in ins.reads], [shapes[n] for n in ins.writes])
+
+
+def _halve(p: Program, seed: int, kinds: tuple[str, ...], fields: tuple[str, ...], what: str) -> Program:
+    """Halve one extent attribute (or one dimension of a region) of an op of ``kinds``, choosing
+    among those whose cost changes, so that the stated duration now disagrees with the cost model."""
+    hw, shapes = load_hardware(p.hw), _shapes(p)
+    cands = []
+    for s, i in _kinded(p, kinds):
+        ins = p.streams[s].instrs[i]
+        a = dict(ins.attrs)
+        for f in fields:
+            new = _halved(a, f)
+            if new is not None and _cost(hw, shapes, ins, new) != ins.duration:
+                cands.append((s, i, new))
+    s, i, new = _pick(cands, seed, what)
+    instrs = list(p.streams[s].instrs)
+    instrs[i] = attrs.evolve(instrs[i], attrs=new)
+    return _with_stream(p, s, instrs)
+
+
+def _halved(a: dict, field: str) -> dict | None:
+    if field in ("rows", "cols") and "region" in a:
+        (r0, r1), (c0, c1) = a["region"]
+        if field == "rows" and r1 - r0 > 1:
+            return dict(a, region=((r0, r0 + (r1 - r0) // 2), (c0, c1)))
+        if field == "cols" and c1 - c0 > 1:
+            return dict(a, region=((r0, r1), (c0, c0 + (c1 - c0) // 2)))
+        return None
+    if a.get(field, 1) > 1:
+        return dict(a, **{field: a[field] // 2})
+    return None
+
+
+def mmad_extent(p: Program, seed: int = 0) -> Program:
+    """Halve one of an MMAD's m, n, k (e.g. k 128 -> 64), leaving its duration as it was."""
+    return _halve(p, seed, ("mmad",), ("m", "n", "k"), "mmad whose cost follows m/n/k")
+
+
+def vec_extent(p: Program, seed: int = 0) -> Program:
+    """Halve a vector op's rows or cols (its element count), leaving its duration."""
+    return _halve(p, seed, ("vec",), ("rows", "cols"), "vec whose cost follows its extent")
+
+
+def transfer_extent(p: Program, seed: int = 0) -> Program:
+    """Halve the rows or columns (the byte count) of a load, move, fixpipe or store."""
+    return _halve(
+        p,
+        seed,
+        ("load", "move", "fixpipe", "store"),
+        ("rows", "cols"),
+        "transfer whose cost follows its bytes",
+    )
+
+
+def duration_off(p: Program, seed: int = 0) -> Program:
+    """Give one kinded micro-op a duration one cycle longer than the cost model says."""
+    s, i = _pick(_kinded(p, tuple(KINDS)), seed, "kinded micro-op")
+    instrs = list(p.streams[s].instrs)
+    instrs[i] = attrs.evolve(instrs[i], duration=instrs[i].duration + 1)
+    return _with_stream(p, s, instrs)
+
+
+def recost(p: Program) -> Program:
+    """Every kinded micro-op's duration recomputed from the kind table (what an adversary who
+    knows the cost model would write)."""
+    hw, shapes = load_hardware(p.hw), _shapes(p)
+    streams = []
+    for st in p.streams:
+        instrs = [
+            attrs.evolve(ins, duration=_cost(hw, shapes, ins, dict(ins.attrs))) if ins.kind in KINDS else ins
+            for ins in st.instrs
+        ]
+        streams.append(Stream(st.core, st.unit, instrs))
+    return attrs.evolve(p, streams=streams)
+
+
+def restate(p: Program, hw: Hardware | str | None = None) -> Program:
+    """The program with every stated cycle, live range and the makespan rewritten from its own
+    replay, so that conformance alone cannot catch a mutant."""
+    return retime(p, hw if hw is not None else p.hw)
+
+
 #: program mutations and the (check, kind) each must be caught with
 PROGRAM_MUTATIONS: dict[str, tuple[Callable[..., Program], tuple[str, str]]] = {
     "delete_wait": (delete_wait, ("flag", "unpaired_set")),
@@ -204,4 +470,16 @@ PROGRAM_MUTATIONS: dict[str, tuple[Callable[..., Program], tuple[str, str]]] = {
     "swap_ops": (swap_ops, ("race", "")),
     "overlap_items": (overlap_items, ("memory", "item_overlap")),
     "reuse_id_early": (reuse_id_early, ("flag", "reuse_rule")),
+}
+
+#: mutations of GM dataflow, extents and costs (issue 10), by the program mode they apply to,
+#: with the (check, kind) each must be caught with
+DATAFLOW_MUTATIONS: dict[str, tuple[Callable[..., Program], tuple[str, str], tuple[str, ...]]] = {
+    "reverse_cross_pair": (reverse_cross_pair, ("dataflow", "read_before_write"), ("flags",)),
+    "load_before_store": (load_before_store, ("dataflow", "read_before_write"), ("flags", "timed")),
+    "store_later": (store_later, ("dataflow", "read_before_write"), ("timed",)),
+    "mmad_extent": (mmad_extent, ("cost", "duration_mismatch"), ("flags", "timed")),
+    "vec_extent": (vec_extent, ("cost", "duration_mismatch"), ("flags", "timed")),
+    "transfer_extent": (transfer_extent, ("cost", "duration_mismatch"), ("flags", "timed")),
+    "duration_off": (duration_off, ("cost", "duration_mismatch"), ("flags", "timed")),
 }

@@ -195,7 +195,7 @@ def _paint(g: OpGraph, kind: str, tensor: str, shape) -> np.ndarray:
 _EPILOGUE = [{"op": "bias", "tensor": "b"}, {"op": "add", "tensor": "r"}, {"op": "scale", "value": 0.5}]
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=40, deadline=None)
 @given(
     m=st.integers(1, 400),
     n=st.integers(1, 400),
@@ -363,7 +363,7 @@ def test_replay_of_the_lowered_ops_matches_the_reference(name):
     assert _max_error(tg, lower(tg, SEED)) <= 4e-3
 
 
-@settings(max_examples=20, deadline=None, derandomize=True)
+@settings(max_examples=20, deadline=None)
 @given(
     m=st.integers(1, 150),
     n=st.integers(1, 150),
@@ -402,7 +402,7 @@ def _intersecting_stores(g: OpGraph) -> dict[str, set[str]]:
     return out
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=25, deadline=None)
 @given(
     m=st.integers(1, 90),
     n=st.integers(1, 90),
@@ -472,7 +472,7 @@ def test_random_chains_lower_check_replay_and_depend_exactly(m, n, k, n2, base, 
     assert _max_error(tg, g) <= 4e-3
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=25, deadline=None)
 @given(
     rows=st.integers(1, 40),
     cols=st.integers(1, 3000),

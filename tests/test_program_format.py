@@ -149,7 +149,7 @@ programs = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs)
 def test_random_programs_round_trip_exactly(program):
     roundtrip(program)

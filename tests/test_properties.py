@@ -10,7 +10,7 @@ import networkx as nx
 import pytest
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
-from mutations import PROGRAM_MUTATIONS, NoCandidate, shrink_capacity
+from mutations import DATAFLOW_MUTATIONS, PROGRAM_MUTATIONS, NoCandidate, restate, shrink_capacity
 from strategies import examples, hardware_models, opgraphs, seed_hw, taskgraphs
 
 from staticsched.api import compile_graph
@@ -73,6 +73,31 @@ def test_deterministic_output(data):
     assert dumps_timetable_json(a.schedule, a.plan) == dumps_timetable_json(b.schedule, b.plan)
 
 
+#: what each mutation must be reported as on a generated program, as sets of acceptable
+#: (check, kind) pairs, kind "" for any kind of the check
+PROPERTY_EXPECTED: dict[str, set[tuple[str, str]]] = {
+    # the n-th wait consumes the n-th set: a deleted wait, or a wait or set moved to another id,
+    # always leaves a key with more sets than waits
+    "delete_wait": {("flag", "unpaired_set")},
+    "change_event_id": {("flag", "unpaired_set")},
+    "delete_set": {("flag", "unpaired_wait")},
+    # the planner keeps only needed flags, so the op right after a kept WAIT loses a data
+    # dependency's ordering when hoisted above it
+    "hoist_above_wait": {("race", "")},
+    # the op after the WAIT loses its ordering (a race) unless what it needed came from the op
+    # it swaps with, on the same pipe: then it reads before that write, in the same order
+    "swap_ops": {("race", ""), ("memory", "uninitialized_read"), ("dataflow", "read_before_write")},
+    "overlap_items": {("memory", "item_overlap")},
+    "reuse_id_early": {("flag", "reuse_rule")},
+    "reverse_cross_pair": {("dataflow", "read_before_write")},
+    "load_before_store": {("dataflow", "read_before_write")},
+}
+
+
+def _expected_found(report, expected: set[tuple[str, str]]) -> bool:
+    return any(f.check == c and (not k or f.kind == k) for f in report.findings for c, k in expected)
+
+
 @settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_mutations_are_always_reported(data):
@@ -81,13 +106,14 @@ def test_mutations_are_always_reported(data):
     # reordering those is not a bug any program-level check could (or should) show
     graph = data.draw(opgraphs(hw, deps=False, touch=True), label="graph")
     res = _compile(graph, hw, "list")
-    names = sorted(PROGRAM_MUTATIONS)
+    mutations = {name: fn for name, (fn, _) in PROGRAM_MUTATIONS.items()}
+    mutations |= {name: fn for name, (fn, _, modes) in DATAFLOW_MUTATIONS.items() if "flags" in modes}
+    names = sorted(set(mutations) & set(PROPERTY_EXPECTED))
     start = data.draw(st.integers(0, len(names) - 1), label="mutation")
     seed = data.draw(st.integers(0, 999), label="mutation seed")
     for name in names[start:] + names[:start]:
-        fn, _expected = PROGRAM_MUTATIONS[name]
         try:
-            mutant = fn(res.program, seed=seed)
+            mutant = mutations[name](res.program, seed=seed)
         except NoCandidate:
             continue
         break
@@ -96,10 +122,36 @@ def test_mutations_are_always_reported(data):
     note(f"mutation {name}")
     if name == "reuse_id_early" and _reuse_is_legal(res.program, mutant):
         return  # the earlier WAIT already happens-before the SET: reusing its id is correct
+    # restated cycles: conformance alone cannot catch the mutant
+    report = verify(restate(mutant, hw), hw)
+    note(report.text())
+    assert _expected_found(report, PROPERTY_EXPECTED[name]), (name, sorted(report.kinds()))
+
+
+@settings(max_examples=examples(8), deadline=None)
+@given(
+    tg=taskgraphs(),
+    mode=st.sampled_from(["flags", "timed"]),
+    pick=st.integers(0, 99),
+    seed=st.integers(0, 999),
+)
+def test_dataflow_and_cost_mutations_are_reported_on_taskgraph_programs(tg, mode, pick, seed):
+    hw = seed_hw()
+    program = _compile(tg, hw, "list", mode=mode).program
+    names = sorted(n for n, (_, _, modes) in DATAFLOW_MUTATIONS.items() if mode in modes)
+    for name in names[pick % len(names) :] + names[: pick % len(names)]:
+        fn, expected, _ = DATAFLOW_MUTATIONS[name]
+        try:
+            mutant = restate(fn(program, seed=seed), hw)
+        except NoCandidate:
+            continue
+        break
+    else:
+        raise AssertionError("every generated TaskGraph program has kinded ops to mutate")
+    note(f"mutation {name}")
     report = verify(mutant, hw)
     note(report.text())
-    # a conformance finding alone would not show that the mutation's real effect was seen
-    assert {f.check for f in report.findings} - {"conformance"}
+    assert expected in report.kinds(), (name, sorted(report.kinds()))
 
 
 def _reuse_is_legal(program, mutant) -> bool:

@@ -26,6 +26,7 @@ from staticsched.model.opgraph import Item, Op, OpGraph, load_opgraph
 from staticsched.model.program import Program
 from staticsched.model.schedule import OpTime, Placement, Schedule
 from staticsched.solver import solve
+from staticsched.verify import verify
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -78,12 +79,14 @@ def double_buffer_schedule() -> Schedule:
     return make_schedule(graph, hw, starts, offsets, status="optimal")
 
 
-def tiny_hw(units=("A", "B"), event_ids=8, latency=0, cross_ids=16, cores=2) -> Hardware:
+def tiny_hw(units=("A", "B"), event_ids=8, latency=0, cross_ids=16, cores=2, l1_slots=0) -> Hardware:
+    """A tiny chip; with ``l1_slots`` it has an L1 of that many 64-byte slots."""
+    spaces = [Space("GM", 0)] + ([Space("L1", 64 * l1_slots, 32)] if l1_slots else [])
     return Hardware(
         name="tiny",
         cores=cores,
         units=[Unit(u) for u in units],
-        spaces=[Space("GM", 0)],
+        spaces=spaces,
         sync=SyncModel(event_ids, latency, cross_ids, latency),
     )
 
@@ -418,8 +421,14 @@ def test_cross_core_flags_use_the_core_pair_pool():
 
 
 @st.composite
-def random_graphs(draw):
-    """DAGs by construction: deps and item reads only point at earlier ops."""
+def random_graphs(draw, l1_slots: int = 0):
+    """DAGs by construction: deps and item reads only point at earlier ops.
+
+    With ``l1_slots`` items used by one core only go to an L1 of that many 64-byte slots, as
+    long as the op list, run in order, never needs more slots at once (so a schedule exists):
+    addresses are then reused, which gives address-reuse flags and, at small id budgets,
+    credits.
+    """
     n = draw(st.integers(1, 14), label="ops")
     cores = draw(st.integers(1, 2), label="cores")
     units = ("A", "B", "C")[: draw(st.integers(2, 3), label="units")]
@@ -445,26 +454,110 @@ def random_graphs(draw):
                 writes=writes,
             )
         )
+    if l1_slots:
+        items = _place_in_l1(items, ops, l1_slots)
     return OpGraph(items, ops), units
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(random_graphs(), st.integers(1, 4), st.integers(1, 3), st.sampled_from([0, 0, 3]), st.integers(0, 99))
-def test_random_plans_are_sound_minimal_and_race_free(gu, ids, cross_ids, latency, seed):
-    graph, units = gu
-    hw = tiny_hw(units=units, event_ids=ids, latency=latency, cross_ids=cross_ids)
-    schedule = list_schedule(graph, hw)
-    # never fails: when ids run short the baton plan trades time for them
-    final, program, plan = finalize(schedule)
-    note(f"{plan.stats}")
-    if plan.stats.credits == 0 and not plan.stats.fallback:
-        assert final.ops == schedule.ops
-    assert final.makespan >= schedule.makespan
-    check_plan(final, program, plan)
-    run_binary_flags(program, hw, seed)
+def _place_in_l1(items: list[Item], ops: list[Op], slots: int) -> list[Item]:
+    """Items of one core into L1 while, per core, the items live at any list position (first to
+    last access) fit ``slots``; the rest keep no space."""
+    span: dict[str, list[int]] = {}
+    cores: dict[str, set[int]] = {}
+    for i, op in enumerate(ops):
+        for name in (*op.reads, *op.writes):
+            span.setdefault(name, [i, i])[1] = i
+            cores.setdefault(name, set()).add(op.core)
+    taken: dict[int, list[tuple[int, int]]] = {}
+    out = []
+    for it in items:
+        lo, hi = span[it.name]
+        (core,) = cores[it.name] if len(cores[it.name]) == 1 else (None,)
+        live = taken.setdefault(core, []) if core is not None else []
+        if core is not None and all(sum(a <= p <= b for a, b in live) < slots for p in range(lo, hi + 1)):
+            live.append((lo, hi))
+            out.append(attrs.evolve(it, space="L1"))
+        else:
+            out.append(it)
+    return out
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+def _plan_or_count(make_schedule, counts: Counter):
+    """``finalize(make_schedule())``: it never fails for an id budget of at least one (ids run
+    short -> the baton plan), so every plan is checked; counts how many used the baton."""
+    counts["plans"] += 1
+    done = finalize(make_schedule())
+    counts["baton"] += bool(done[2].stats.fallback)
+    return done
+
+
+def _bounded(counts: Counter, what: str, record_stat) -> None:
+    line = (
+        f"{what}: {counts['plans']} plans, {counts['baton']} with the baton plan (ids ran "
+        f"short), {counts['credits']} with credits, {counts['address']} with address-reuse "
+        "dependencies"
+    )
+    record_stat(line)
+    assert counts["plans"] > 0
+
+
+def test_random_plans_are_sound_minimal_and_race_free(record_stat):
+    counts: Counter = Counter()
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        random_graphs(), st.integers(1, 4), st.integers(1, 3), st.sampled_from([0, 0, 3]), st.integers(0, 99)
+    )
+    def prop(gu, ids, cross_ids, latency, seed):
+        graph, units = gu
+        hw = tiny_hw(units=units, event_ids=ids, latency=latency, cross_ids=cross_ids)
+        schedule = list_schedule(graph, hw)
+        final, program, plan = _plan_or_count(lambda: schedule, counts)
+        note(f"{plan.stats}")
+        counts["credits"] += plan.stats.credits > 0
+        if plan.stats.credits == 0 and not plan.stats.fallback:
+            assert final.ops == schedule.ops
+        assert final.makespan >= schedule.makespan
+        check_plan(final, program, plan)
+        run_binary_flags(program, hw, seed)
+
+    prop()
+    _bounded(counts, "sync plans of unplaced items", record_stat)
+
+
+def test_plans_with_address_reuse_are_sound_and_verify_clean(record_stat):
+    # items in a small L1 share addresses: the planner must order every reuse (address-reuse
+    # flags) and, at small id budgets, add credits; the verifier must find nothing
+    counts: Counter = Counter()
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        st.integers(1, 3).flatmap(lambda k: st.tuples(st.just(k), random_graphs(l1_slots=k))),
+        # one id per pipe pair is what forces credits (and sometimes the baton plan)
+        st.sampled_from([1, 1, 2, 4]),
+        st.sampled_from([1, 2, 3, 16]),
+        st.sampled_from([0, 0, 3]),
+        st.integers(0, 99),
+    )
+    def prop(kgu, ids, cross_ids, latency, seed):
+        slots, (graph, units) = kgu
+        hw = tiny_hw(units=units, event_ids=ids, latency=latency, cross_ids=cross_ids, l1_slots=slots)
+        final, program, plan = _plan_or_count(lambda: solve(graph, hw, method="list"), counts)
+        note(f"{plan.stats}")
+        placed = [p for p in final.items if p.space == "L1"]
+        counts["address"] += bool(address_edges(graph, placed))
+        counts["credits"] += plan.stats.credits > 0
+        check_plan(final, program, plan)
+        run_binary_flags(program, hw, seed)
+        report = verify(program, hw, jitter=2, seed=seed)
+        assert report.ok, report.text()
+
+    prop()
+    _bounded(counts, "sync plans of items in a small L1", record_stat)
+    assert counts["address"] > 0 and counts["credits"] > 0, counts
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_graphs(), st.integers(0, 99))
 def test_list_solver_schedules_plan_cleanly_with_realistic_budgets(gu, seed):
     # the solver keeps flag lifetimes within the budget; with Ascend-like budgets (8 per pipe
@@ -473,7 +566,7 @@ def test_list_solver_schedules_plan_cleanly_with_realistic_budgets(gu, seed):
     hw = tiny_hw(units=units, event_ids=8, cross_ids=16)
     schedule = solve(graph, hw, method="list")
     final, program, plan = finalize(schedule)
-    if plan.stats.credits == 0:
+    if plan.stats.credits == 0 and not plan.stats.fallback:
         assert final.ops == schedule.ops
     check_plan(final, program, plan)
     run_binary_flags(program, hw, seed)

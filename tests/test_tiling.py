@@ -123,7 +123,7 @@ _epilogues = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=60, deadline=None)
 @given(
     m=st.integers(1, 5000),
     n=st.integers(1, 5000),
@@ -149,7 +149,7 @@ def test_derived_tiling_is_legal_and_maximal(m, n, k, shrink, epilogue):
         assert not (inside and _legal(task, grown, hw)), grown
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=25, deadline=None)
 @given(
     m=st.integers(1, 160),
     n=st.integers(1, 160),
@@ -228,7 +228,7 @@ def test_ub_too_small_for_one_row_unit():
         derive_row_tiling(_ew("add", 4, 4), _shrunk(SEED, 4096))
 
 
-@settings(max_examples=80, deadline=None, derandomize=True)
+@settings(max_examples=80, deadline=None)
 @given(
     op=st.sampled_from(["add", "mul", "bias", "relu", "gelu", "scale"]),
     rows=st.integers(1, 3000),

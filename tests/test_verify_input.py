@@ -145,7 +145,7 @@ def corrupted(draw) -> Program:
     return p
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=150, deadline=None)
 @given(corrupted())
 def test_corrupted_programs_never_crash(p):
     report = verify(p, HW, numeric=True, jitter=1)

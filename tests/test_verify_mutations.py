@@ -112,13 +112,15 @@ def test_cross_core_flag_orders_gm_producer_and_consumer():
 
     def build(with_wait: bool) -> Program:
         at = {"tensor": "C", "region": region}
+        hw = load_hardware("seed-davinci")
+        store, load = hw.path("UB", "GM").cycles(512), hw.path("GM", "L1").cycles(512)
         st0 = [
             Instr("op", 0, id="mk", duration=1, writes=("u0",)),  # produce the UB tile
-            Instr("store", 0, id="st", duration=10, reads=("u0",), attrs=at),
+            Instr("store", 0, id="st", duration=store, reads=("u0",), attrs=at),
             Instr("set_cross", 0, event=3, peer_core=1),
         ]
         st1 = [Instr("wait_cross", 0, event=3, peer_core=0)] if with_wait else []
-        st1.append(Instr("load", 0, id="ld", duration=10, writes=("l1",), attrs=at))
+        st1.append(Instr("load", 0, id="ld", duration=load, writes=("l1",), attrs=at))
         items = [
             ProgItem("u0", 0, "UB", 0, 512, 0, 0, "float16", (16, 16)),
             ProgItem("l1", 1, "L1", 0, 512, 0, 0, "float16", (16, 16)),

@@ -24,17 +24,21 @@ def test_tiny_matmul_with_tails_matches_the_reference():
     assert report.ok, report.text()
     st = report.stat
     assert st["numeric"] == "ok"
-    assert 0 < st["numeric_max_error"] < 2e-2
+    # the rounding error itself depends on the BLAS kernel's summation order (exactly 0 with
+    # OpenBLAS' Haswell/Zen kernels): only its bound is a property of the replay
+    assert 0 <= st["numeric_max_error"] < 2e-2
 
 
 def test_tolerance_is_applied():
-    p = matmul_program(m=32, n=32, k=64)
-    loose = verify(p, HW, numeric=True)
-    err = loose.stat["numeric_max_error"]
-    assert loose.ok and err > 0
+    # an error of O(1) that does not come from summation order: one load reads the wrong tile
+    p = corrupt_load_region(matmul_program(m=32, n=32, k=64), 0)
+    err = verify(p, HW, numeric=True, tolerance=1e9).stat["numeric_max_error"]
+    assert err > 0.05
+    loose = verify(p, HW, numeric=True, tolerance=2 * err)
+    assert loose.ok and loose.stat["numeric_max_error"] == err
     tight = verify(p, HW, numeric=True, tolerance=err / 2)
     (f,) = tight.by_check("numeric")
-    assert f.kind == "mismatch"
+    assert f.kind == "mismatch" and f"differ by more than {err / 2:g}" in f.message
 
 
 def _elements(message: str) -> list[tuple[int, int]]:

@@ -23,8 +23,11 @@ regions intersect the region it reads. Units and durations come from the kind
 table (:data:`staticsched.model.opkinds.KINDS`).
 
 Tails are smaller blocks. Items the Cube touches (L1, L0A, L0B, L0C) and the UB
-block FixPipe drains from L0C are zero-padded up to the cube fractal; ``mmad``
-carries the real ``m, n, k`` and loads/stores the real GM ``region``.
+block FixPipe drains from L0C are padded up to the cube fractal (their bytes, for
+capacity and the Cube's cost); every op states its real extent — ``mmad`` the real
+``m, n, k``, ``move``/``fixpipe``/``vec`` ``rows x cols``, loads/stores the real GM
+``region`` — and works on exactly that (see :mod:`staticsched.model.opkinds`), so
+nothing reads the padding.
 """
 
 from __future__ import annotations
@@ -277,8 +280,17 @@ class _Emitter:
         self.op(op_id, "store", core, (src,), (), {"tensor": tensor, "region": region})
         self.stores[tensor].add(region, op_id)
 
-    def vec(self, op_id: str, core: int, x: str, y: str | None, op: str, value: float | None) -> None:
-        attrs_: dict[str, Any] = {"op": op}
+    def vec(
+        self,
+        op_id: str,
+        core: int,
+        x: str,
+        y: str | None,
+        op: str,
+        value: float | None,
+        extent: tuple[int, int],
+    ) -> None:
+        attrs_: dict[str, Any] = {"op": op, "rows": extent[0], "cols": extent[1]}
         if value is not None:
             attrs_["scalar"] = value
         self.op(op_id, "vec", core, (x,) if y is None else (x, y), (x,), attrs_)
@@ -310,8 +322,9 @@ class _Emitter:
                         self.load(f"{q}.load_b", core, l1b, task.b, ((n0, n1), (k0, k1)), transpose=True)
                     else:
                         self.load(f"{q}.load_b", core, l1b, task.b, ((k0, k1), (n0, n1)))
-                    self.op(f"{q}.move_a", "move", core, (l1a,), (l0a,), {})
-                    self.op(f"{q}.move_b", "move", core, (l1b,), (l0b,), {})
+                    rows, cols, depth = m1 - m0, n1 - n0, k1 - k0
+                    self.op(f"{q}.move_a", "move", core, (l1a,), (l0a,), {"rows": rows, "cols": depth})
+                    self.op(f"{q}.move_b", "move", core, (l1b,), (l0b,), {"rows": depth, "cols": cols})
                     first = s == 0
                     self.op(
                         f"{q}.mmad",
@@ -319,7 +332,7 @@ class _Emitter:
                         core,
                         (l0a, l0b) if first else (l0a, l0b, l0c),
                         (l0c,),
-                        {"m": m1 - m0, "n": n1 - n0, "k": k1 - k0, "init": first},
+                        {"m": rows, "n": cols, "k": depth, "init": first},
                     )
                 ub = self.item(f"{p}.ub", "UB", _FP16, (pm, pn))
                 operands: dict[int, str] = {}
@@ -330,9 +343,11 @@ class _Emitter:
                     operands[i] = self.item(f"{p}.e{i}.ub", "UB", _FP16, (1, pn) if row else (pm, pn))
                     region = ((0, 1), (n0, n1)) if row else ((m0, m1), (n0, n1))
                     self.load(f"{p}.e{i}.load", core, operands[i], step.tensor, region)
-                self.op(f"{p}.fixpipe", "fixpipe", core, (l0c,), (ub,), {})
+                extent = (m1 - m0, n1 - n0)
+                drain = {"rows": extent[0], "cols": extent[1]}
+                self.op(f"{p}.fixpipe", "fixpipe", core, (l0c,), (ub,), drain)
                 for i, step in enumerate(task.epilogue):
-                    self.vec(f"{p}.e{i}.{step.op}", core, ub, operands.get(i), step.op, step.value)
+                    self.vec(f"{p}.e{i}.{step.op}", core, ub, operands.get(i), step.op, step.value, extent)
                 self.store(f"{p}.store", core, ub, task.out, ((m0, m1), (n0, n1)))
         self.next_core = self.core_of(plan.blocks, first_core)
 
@@ -360,6 +375,7 @@ class _Emitter:
                     tiles[1] if len(tiles) > 1 else None,
                     task.op,
                     task.value,
+                    (r1 - r0, c1 - c0),
                 )
                 self.store(f"{p}.store", core, tiles[0], task.out, ((r0, r1), (c0, c1)))
         self.next_core = self.core_of(plan.blocks, first_core)

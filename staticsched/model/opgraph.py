@@ -30,7 +30,14 @@ from staticsched._fields import (
 )
 from staticsched.errors import GraphError, InputError
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
-from staticsched.model.opkinds import KINDS, ItemShape, attr_to_json, normalize_attrs
+from staticsched.model.opkinds import (
+    KINDS,
+    ItemShape,
+    attr_to_json,
+    extent_problems,
+    item_shape,
+    normalize_attrs,
+)
 
 FORMAT = "staticsched.opgraph"
 VERSION = 1
@@ -69,8 +76,7 @@ class Item:
     shape: tuple[int, ...] = attrs.field(converter=tuple, default=())
 
     def as_shape(self) -> ItemShape:
-        shape = self.shape if len(self.shape) == 2 else (1, max(1, self.bytes))
-        return ItemShape(self.space, self.bytes, self.dtype or "uint8", shape)
+        return item_shape(self.space, self.bytes, self.dtype, self.shape)
 
 
 @attrs.frozen
@@ -219,7 +225,7 @@ class OpGraph:
                 if kind is None:
                     pr.add(f"op '{op.id}': unknown kind '{op.kind}' (kinds: {', '.join(KINDS)})")
                 else:
-                    self._check_kind(op, kind, pr)
+                    self._check_kind(op, kind, hw, pr)
         names: set[str] = set()
         for it in self.items:
             if it.name in names:
@@ -255,7 +261,7 @@ class OpGraph:
             self._check_cycles(pr)
         pr.raise_if_any(GraphError)
 
-    def _check_kind(self, op: Op, kind, pr: Problems) -> None:
+    def _check_kind(self, op: Op, kind, hw: Hardware, pr: Problems) -> None:
         a = op.attr
         min_reads = len(kind.reads) - kind.optional_reads
         extra = 1 if kind.name == "mmad" and not a.get("init", True) else 0
@@ -268,11 +274,30 @@ class OpGraph:
             pr.add(
                 f"op '{op.id}': kind '{kind.name}' writes {len(op.writes)} items, expected {len(kind.writes)}"
             )
-        for key, t in kind.attributes:
-            if key not in a and t in ("str", "region") and key != "scalar":
-                pr.add(f"op '{op.id}': kind '{kind.name}' needs attribute '{key}'")
         if kind.gm and "tensor" in a and self.tensors and a["tensor"] not in self.tensor_map:
             pr.add(f"op '{op.id}': unknown tensor '{a['tensor']}'")
+        for key in kind.missing(a):
+            pr.add(f"op '{op.id}': kind '{kind.name}' needs attribute '{key}'")
+        if kind.missing(a) or any(n not in self.item_map for n in (*op.reads, *op.writes)):
+            return
+        reads = [self.item_map[n].as_shape() for n in op.reads]
+        writes = [self.item_map[n].as_shape() for n in op.writes]
+        for line in extent_problems(kind, a, reads, writes):
+            pr.add(f"op '{op.id}': {line}")
+        if len(op.reads) < len(kind.reads) - kind.optional_reads or len(op.writes) != len(kind.writes):
+            return
+        # a kinded op's duration is the cost model's: the verifier's cost check holds every
+        # program to it, so a disagreement is cheaper to report here than after solving
+        try:
+            want = kind.duration(hw, a, reads, writes)
+        except (InputError, KeyError, ValueError) as exc:
+            pr.add(f"op '{op.id}': kind '{kind.name}' has no cost on hardware '{hw.name}': {exc}")
+            return
+        if op.duration != want:
+            pr.add(
+                f"op '{op.id}': duration {op.duration} disagrees with the cost model of "
+                f"'{hw.name}' for kind '{kind.name}' ({want} cycles)"
+            )
 
     def _check_cycles(self, pr: Problems) -> None:
         # Kahn's algorithm on op indices is linear; networkx only names the cycle among the

@@ -12,6 +12,17 @@ Operands
 ``reads``/``writes`` roles list them. GM data is addressed through attributes:
 ``tensor`` and ``region`` (``((r0, r1), (c0, c1))``, half-open, in the tensor's
 own row/column coordinates).
+
+Extents
+-------
+Every kind states how much data it touches in its own attributes, and both its
+semantics and its duration follow those attributes, never the shapes of the
+tiles it happens to be given: ``load``/``store`` copy exactly their ``region``
+(to/from the top-left corner of the on-chip tile), ``move``/``fixpipe``/``vec``
+work on the top-left ``rows x cols`` of their tiles, ``mmad`` computes
+``C[:m, :n] (+)= A[:m, :k] @ B[:k, :n]``. Whatever lies outside an extent is left
+untouched (tail tiles are padded for the cube's cost, not zero-filled). An extent
+larger than an operand is an error (:func:`extent_problems`), never a silent clip.
 """
 
 from __future__ import annotations
@@ -34,15 +45,28 @@ ATTR_TYPES = ("int", "float", "bool", "str", "region")
 
 @attrs.frozen
 class ItemShape:
-    """What an operand looks like to the semantics: space, bytes, dtype and 2-D shape."""
+    """What an operand looks like to the semantics: space, bytes, dtype and 2-D shape.
+
+    ``typed`` is false for an item declared without dtype/shape: it is then seen as one row of
+    ``bytes`` ``uint8`` elements (enough for durations; no extent can be checked against it).
+    """
 
     space: str
     bytes: int
     dtype: str
     shape: tuple[int, int] = attrs.field(converter=tuple)
+    typed: bool = True
+
+
+def item_shape(space: str, nbytes: int, dtype: str, shape: Sequence[int]) -> ItemShape:
+    """The one way an OpGraph or program item becomes an :class:`ItemShape`."""
+    if dtype and len(shape) == 2:
+        return ItemShape(space, nbytes, dtype, tuple(shape))
+    return ItemShape(space, nbytes, "uint8", (1, max(1, nbytes)), typed=False)
 
 
 DurationFn = Callable[[Hardware, Mapping[str, Any], Sequence[ItemShape], Sequence[ItemShape]], int]
+ExtentFn = Callable[[Mapping[str, Any], Sequence[ItemShape], Sequence[ItemShape]], list[str]]
 SemanticsFn = Callable[
     [Mapping[str, Any], Sequence[np.ndarray], Sequence[np.ndarray], Mapping[str, np.ndarray]], None
 ]
@@ -64,6 +88,9 @@ class OpKind:
         Operand roles, in order.
     attributes : tuple of (name, type)
         The attributes the kind carries; type is one of ``ATTR_TYPES``.
+    defaults : tuple of (name, value)
+        The optional attributes and the value an op without them has; every other
+        attribute is required.
     gm : str
         ``"r"`` if the op reads the GM ``region`` of ``tensor``, ``"w"`` if it writes it, ``""``.
     mnemonic : str
@@ -80,11 +107,27 @@ class OpKind:
     unit: UnitFn = attrs.field(eq=False, repr=False)
     duration: DurationFn = attrs.field(eq=False, repr=False)
     semantics: SemanticsFn = attrs.field(eq=False, repr=False)
+    extents: ExtentFn = attrs.field(eq=False, repr=False)
+    defaults: tuple[tuple[str, Any], ...] = attrs.field(converter=tuple, default=())
     optional_reads: int = 0
 
     @property
     def attr_types(self) -> dict[str, str]:
         return dict(self.attributes)
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """Attributes every op of this kind must carry."""
+        optional = dict(self.defaults)
+        return tuple(name for name, _ in self.attributes if name not in optional)
+
+    def missing(self, attrs_: Mapping[str, Any]) -> list[str]:
+        """The required attributes absent from ``attrs_``."""
+        return [
+            name
+            for name, _ in self.attributes
+            if name not in attrs_ and not any(name == d for d, _ in self.defaults)
+        ]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -138,48 +181,130 @@ VECTOR_OPS: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
 # --------------------------------------------------------------------------- semantics
 
 
+def _corner(array: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """The top-left ``rows x cols`` of a 2-D operand; an extent that does not fit is an error
+    (NumPy would silently clip it)."""
+    if array.ndim != 2 or rows > array.shape[0] or cols > array.shape[1] or rows < 1 or cols < 1:
+        raise ValueError(f"extent {rows}x{cols} does not fit an operand of shape {list(array.shape)}")
+    return array[:rows, :cols]
+
+
 def _load_sem(a, reads, writes, gm):
     (r0, r1), (c0, c1) = a["region"]
     block = gm[a["tensor"]][r0:r1, c0:c1]
     if a.get("transpose", False):
         block = block.T
     dst = writes[0]
-    dst[...] = 0  # tails are zero-padded so the Cube can run full fractals
-    dst[: block.shape[0], : block.shape[1]] = block.astype(dst.dtype)
+    _corner(dst, *block.shape)[...] = block.astype(dst.dtype)
 
 
 def _move_sem(a, reads, writes, gm):
-    writes[0][...] = reads[0].astype(writes[0].dtype)
+    r, c = a["rows"], a["cols"]
+    _corner(writes[0], r, c)[...] = _corner(reads[0], r, c).astype(writes[0].dtype)
 
 
 def _mmad_sem(a, reads, writes, gm):
-    acc = reads[0].astype(np.float32) @ reads[1].astype(np.float32)
-    c = writes[0]
+    m, n, k = a["m"], a["n"], a["k"]
+    acc = _corner(reads[0], m, k).astype(np.float32) @ _corner(reads[1], k, n).astype(np.float32)
+    c = _corner(writes[0], m, n)
     if a.get("init", True):
         c[...] = acc
     else:
         c[...] = c + acc
 
 
-def _fixpipe_sem(a, reads, writes, gm):
-    writes[0][...] = reads[0].astype(writes[0].dtype)
-
-
 def _vec_sem(a, reads, writes, gm):
     op = a["op"]
+    r, c = a["rows"], a["cols"]
     arity, fn = VECTOR_OPS[op]
-    args = [r.astype(np.float32) for r in reads[:arity]]
+    # the op fixes its operands' extents: bias broadcasts one row, every other operand is r x c
+    extents = [(r, c), (1 if op == "bias" else r, c)]
+    args = [_corner(x, *e).astype(np.float32) for x, e in zip(reads[:arity], extents, strict=False)]
     out = fn(*args, a.get("scalar", 0.0))
-    writes[0][...] = out.astype(writes[0].dtype)
+    _corner(writes[0], r, c)[...] = out.astype(writes[0].dtype)
 
 
 def _store_sem(a, reads, writes, gm):
     (r0, r1), (c0, c1) = a["region"]
-    src = reads[0]
-    gm[a["tensor"]][r0:r1, c0:c1] = src[: r1 - r0, : c1 - c0].astype(gm[a["tensor"]].dtype)
+    src = _corner(reads[0], r1 - r0, c1 - c0)
+    gm[a["tensor"]][r0:r1, c0:c1] = src.astype(gm[a["tensor"]].dtype)
+
+
+# --------------------------------------------------------------------------- extents
+
+
+def _fits(what: str, shape: ItemShape, rows: int, cols: int) -> list[str]:
+    if not shape.typed:
+        return []
+    if rows > shape.shape[0] or cols > shape.shape[1]:
+        return [f"{what} {rows}x{cols} does not fit its {shape.shape[0]}x{shape.shape[1]} tile"]
+    return []
+
+
+def _positive(a: Mapping[str, Any], names: Sequence[str]) -> list[str]:
+    return [f"'{x}' must be >= 1, got {a[x]}" for x in names if x in a and a[x] < 1]
+
+
+def _load_ext(a, reads, writes):
+    if "region" not in a or not writes:
+        return []
+    h, w = region_shape(a["region"])
+    if a.get("transpose", False):
+        h, w = w, h
+    return _fits("the loaded region", writes[0], h, w)
+
+
+def _rc_ext(a, reads, writes):
+    out = _positive(a, ("rows", "cols"))
+    if out or "rows" not in a or "cols" not in a:
+        return out
+    for role, sh in (("source", reads[:1]), ("destination", writes[:1])):
+        for x in sh:
+            out += _fits(f"the {role} extent", x, a["rows"], a["cols"])
+    return out
+
+
+def _vec_ext(a, reads, writes):
+    out = _rc_ext(a, reads[:1], writes)
+    if not out and len(reads) > 1 and "rows" in a and "cols" in a:
+        rows = 1 if a.get("op") == "bias" else a["rows"]
+        out += _fits("the second operand's extent", reads[1], rows, a["cols"])
+    return out
+
+
+def _mmad_ext(a, reads, writes):
+    out = _positive(a, ("m", "n", "k"))
+    if out or not all(x in a for x in ("m", "n", "k")):
+        return out
+    m, n, k = a["m"], a["n"], a["k"]
+    for what, sh, rows, cols in (
+        ("A extent", reads[:1], m, k),
+        ("B extent", reads[1:2], k, n),
+        ("C extent", writes[:1], m, n),
+    ):
+        for x in sh:
+            out += _fits(f"the {what}", x, rows, cols)
+    return out
+
+
+def _store_ext(a, reads, writes):
+    if "region" not in a or not reads:
+        return []
+    return _fits("the stored region", reads[0], *region_shape(a["region"]))
+
+
+def extent_problems(
+    kind: OpKind, attrs_: Mapping[str, Any], reads: Sequence[ItemShape], writes: Sequence[ItemShape]
+) -> list[str]:
+    """Why the extents ``attrs_`` state do not fit the operands (empty when they do)."""
+    return kind.extents(attrs_, reads, writes)
 
 
 # --------------------------------------------------------------------------- durations
+
+
+def _itemsize(dtype: str) -> int:
+    return np.dtype(dtype).itemsize
 
 
 def _load_dur(hw, a, reads, writes):
@@ -187,7 +312,8 @@ def _load_dur(hw, a, reads, writes):
 
 
 def _move_dur(hw, a, reads, writes):
-    return hw.path(reads[0].space, writes[0].space).cycles(reads[0].bytes)
+    nbytes = a["rows"] * a["cols"] * _itemsize(reads[0].dtype)
+    return hw.path(reads[0].space, writes[0].space).cycles(nbytes)
 
 
 def _mmad_dur(hw, a, reads, writes):
@@ -195,11 +321,11 @@ def _mmad_dur(hw, a, reads, writes):
 
 
 def _fixpipe_dur(hw, a, reads, writes):
-    return hw.path(reads[0].space, writes[0].space).cycles(reads[0].bytes)
+    return _move_dur(hw, a, reads, writes)
 
 
 def _vec_dur(hw, a, reads, writes):
-    return _need_vector(hw).cycles(a["op"], writes[0].bytes)
+    return _need_vector(hw).cycles(a["op"], a["rows"] * a["cols"] * _itemsize(writes[0].dtype))
 
 
 def _store_dur(hw, a, reads, writes):
@@ -220,18 +346,21 @@ KINDS: dict[str, OpKind] = {
             unit=lambda hw, r, w: _path_unit(hw, "GM", w[0].space),
             duration=_load_dur,
             semantics=_load_sem,
+            extents=_load_ext,
+            defaults=(("transpose", False),),
         ),
         OpKind(
             "move",
             "MTE1",
             ("src",),
             ("dst",),
-            (),
+            (("rows", "int"), ("cols", "int")),
             "",
             "MOVE",
             unit=lambda hw, r, w: _path_unit(hw, r[0].space, w[0].space),
             duration=_move_dur,
             semantics=_move_sem,
+            extents=_rc_ext,
         ),
         OpKind(
             "mmad",
@@ -244,30 +373,35 @@ KINDS: dict[str, OpKind] = {
             unit=lambda hw, r, w: _need_cube(hw).unit,
             duration=_mmad_dur,
             semantics=_mmad_sem,
+            extents=_mmad_ext,
+            defaults=(("init", True),),
         ),
         OpKind(
             "fixpipe",
             "FIXPIPE",
             ("src",),
             ("dst",),
-            (),
+            (("rows", "int"), ("cols", "int")),
             "",
             "FIXPIPE",
             unit=lambda hw, r, w: _path_unit(hw, r[0].space, w[0].space),
             duration=_fixpipe_dur,
-            semantics=_fixpipe_sem,
+            semantics=_move_sem,
+            extents=_rc_ext,
         ),
         OpKind(
             "vec",
             "VECTOR",
             ("x", "y"),
             ("out",),
-            (("op", "str"), ("scalar", "float")),
+            (("op", "str"), ("rows", "int"), ("cols", "int"), ("scalar", "float")),
             "",
             "VEC",
             unit=lambda hw, r, w: _need_vector(hw).unit,
             duration=_vec_dur,
             semantics=_vec_sem,
+            extents=_vec_ext,
+            defaults=(("scalar", 0.0),),
             optional_reads=1,
         ),
         OpKind(
@@ -281,6 +415,7 @@ KINDS: dict[str, OpKind] = {
             unit=lambda hw, r, w: _path_unit(hw, r[0].space, "GM"),
             duration=_store_dur,
             semantics=_store_sem,
+            extents=_store_ext,
         ),
     )
 }

@@ -7,6 +7,7 @@ producer proves nothing.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import time
@@ -21,10 +22,13 @@ from staticsched.model.hardware import Hardware, load_hardware
 from staticsched.model.program import Program
 from staticsched.verify import numeric as numreplay
 from staticsched.verify.conformance import conformance_findings
+from staticsched.verify.cost import cost_findings
+from staticsched.verify.dataflow import dataflow_findings
 from staticsched.verify.flags import double_set_findings, static_flag_findings
 from staticsched.verify.hb import flags_pass, race_findings, timed_pass
 from staticsched.verify.index import OP, SET, WAIT, ProgramIndex
-from staticsched.verify.jitter import jitter_findings
+from staticsched.verify.jitter import collect as jitter_collect
+from staticsched.verify.jitter import start as jitter_start
 from staticsched.verify.memory import (
     live_range_findings,
     placement_findings,
@@ -105,6 +109,19 @@ def verify(
         program = _load_program(program)
     if not isinstance(program, Program):
         raise InputError(f"verify: expected a Program or a path, got {type(program).__name__}")
+    # the checks allocate ~10^7 acyclic objects on a chip; the cycle collector would walk all
+    # of them over and over (a third of the run time), and forked jitter workers would copy
+    # every page it touches
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _verify(program, hw, jitter, seed, numeric, tol)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: bool, tol: float) -> Report:
 
     clock = _Timer()
     found: dict[str, list[Finding]] = {c: [] for c in CHECKS}
@@ -113,40 +130,43 @@ def verify(
     found["flag"].extend(clock.run("flags", static_flag_findings, ix))
 
     rep = clock.run("replay", simulate, ix)
-    found["flag"].extend(double_set_findings(ix, rep.double_sets))
-    found["deadlock"].extend(_deadlock_findings(ix, rep))
+    # the jittered replays need nothing but the index (and the nominal data with numeric): start
+    # them now, in worker processes for a big program, and collect them at the end
+    pending = clock.run("jitter", jitter_start, ix, jitter, seed) if jitter and not numeric else None
+    try:
+        found["flag"].extend(double_set_findings(ix, rep.double_sets))
+        found["deadlock"].extend(_deadlock_findings(ix, rep))
 
-    if ix.timed:
-        det = clock.run("races", timed_pass, ix, rep)
-    else:
-        det, reuse = clock.run("races", flags_pass, ix, rep)
-        found["flag"].extend(reuse)
-    found["race"].extend(race_findings(ix, det, rep))
+        if ix.timed:
+            det, df = clock.run("races", timed_pass, ix, rep)
+        else:
+            det, reuse, df = clock.run("races", flags_pass, ix, rep)
+            found["flag"].extend(reuse)
+        found["race"].extend(race_findings(ix, det, rep))
+        found["dataflow"].extend(dataflow_findings(ix, df, rep))
 
-    found["memory"].extend(clock.run("memory", placement_findings, ix))
-    found["memory"].extend(clock.run("memory", live_range_findings, ix, rep))
-    found["memory"].extend(clock.run("memory", uninitialized_read_findings, ix, rep))
-    found["conformance"].extend(clock.run("conformance", conformance_findings, ix, rep))
+        cost, extents = clock.run("cost", cost_findings, ix)
+        found["cost"].extend(cost)
+        found["memory"].extend(extents)
+        found["memory"].extend(clock.run("memory", placement_findings, ix))
+        found["memory"].extend(clock.run("memory", live_range_findings, ix, rep))
+        found["memory"].extend(clock.run("memory", uninitialized_read_findings, ix, rep))
+        found["conformance"].extend(clock.run("conformance", conformance_findings, ix, rep))
 
-    stats: dict[str, Any] = _counts(ix, rep)
-    data = None
-    if numeric:
-        data = clock.run("numeric", _numeric, ix, rep, seed, tol, found, stats)
-    else:
-        stats["numeric"] = "not requested"
-    if jitter:
-        found["jitter"].extend(
-            clock.run(
-                "jitter",
-                jitter_findings,
-                ix,
-                rep,
-                jitter,
-                seed,
-                known_races=frozenset(det.races),
-                data=data,
-            )
-        )
+        stats: dict[str, Any] = _counts(ix, rep)
+        data = None
+        if numeric:
+            data = clock.run("numeric", _numeric, ix, rep, seed, tol, found, stats)
+        else:
+            stats["numeric"] = "not requested"
+        if jitter:
+            if pending is None:
+                pending = clock.run("jitter", jitter_start, ix, jitter, seed, data=data)
+            known = (frozenset(det.races), frozenset(df.unsatisfied))
+            found["jitter"].extend(clock.run("jitter", jitter_collect, pending, ix, rep, *known))
+    finally:
+        if pending is not None:
+            pending.close()
     stats["jitter_replays"] = jitter
     findings = [f for c in CHECKS for f in found[c]]
     return Report(findings, stats, clock.timings)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from staticsched.verify.dataflow import Dataflow
 from staticsched.verify.index import OP, SET, Key, ProgramIndex, key_text
 from staticsched.verify.replay import Replay
 from staticsched.verify.report import Finding
@@ -63,14 +64,16 @@ class RaceDetector:
                     rs[stream] = me
 
 
-def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Finding]]:
-    """Vector clocks over ``rep.order``: races of every micro-op access, and the reuse rule.
+def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Finding], Dataflow]:
+    """Vector clocks over ``rep.order``: races of every micro-op access, GM dataflow, and the
+    reuse rule.
 
     Returns
     -------
-    detector, reuse_findings
-        The race detector (its ``races``) and one ``flag``/``reuse_rule`` finding per set that is
-        not happens-after the wait consuming the previous set of its key.
+    detector, reuse_findings, dataflow
+        The race detector (its ``races``), one ``flag``/``reuse_rule`` finding per set that is
+        not happens-after the wait consuming the previous set of its key, and the GM reads no
+        write happens before (``dataflow.unsatisfied``).
     """
     nstreams = len(ix.streams)
     comp = ix.comp_of_stream
@@ -80,6 +83,7 @@ def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Findin
     wait_epochs: dict[Key, list[tuple[int, int, int] | None]] = {}
     set_count: dict[Key, int] = {}
     det = RaceDetector()
+    df = Dataflow(ix.gm_written)
     reuse: list[Finding] = []
     role, stream_of, accesses = ix.role, ix.stream_of, ix.accesses
     for g in rep.order:
@@ -95,7 +99,10 @@ def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Findin
 
             clock = v[local[s]]
             for acc in accesses[g]:
-                det.access((g, s, clock, acc.label), acc.segs, acc.write, hb)
+                me = (g, s, clock, acc.label)
+                det.access(me, acc.segs, acc.write, hb)
+                if acc.gm:
+                    df.access(me, acc.segs, acc.write, hb)
         elif r == SET:
             k = ix.key_of[g]
             i = set_count.get(k, 0)
@@ -119,7 +126,7 @@ def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Findin
                 wait_epochs.setdefault(k, []).append((g, s, v[local[s]]))
             else:
                 wait_epochs.setdefault(k, []).append(None)
-    return det, reuse
+    return det, reuse, df
 
 
 def _reuse_finding(ix: ProgramIndex, k: Key, g: int, i: int, prev_wait: int) -> Finding:
@@ -142,10 +149,11 @@ def _reuse_finding(ix: ProgramIndex, k: Key, g: int, i: int, prev_wait: int) -> 
     )
 
 
-def timed_pass(ix: ProgramIndex, rep: Replay) -> RaceDetector:
-    """Races when HB is "ends no later than the other starts" in replay ``rep`` (timed mode,
-    or a jittered replay of a timed program)."""
+def timed_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, Dataflow]:
+    """Races and GM dataflow when HB is "ends no later than the other starts" in replay ``rep``
+    (timed mode, or a jittered replay of a timed program)."""
     det = RaceDetector()
+    df = Dataflow(ix.gm_written)
     start, end = rep.start, rep.end
     for g in rep.order:
         if ix.role[g] != OP or not ix.accesses[g]:
@@ -157,8 +165,11 @@ def timed_pass(ix: ProgramIndex, rep: Replay) -> RaceDetector:
             return end[e[0]] <= t
 
         for acc in ix.accesses[g]:
-            det.access((g, s, s, acc.label), acc.segs, acc.write, hb)
-    return det
+            me = (g, s, s, acc.label)
+            det.access(me, acc.segs, acc.write, hb)
+            if acc.gm:
+                df.access(me, acc.segs, acc.write, hb)
+    return det, df
 
 
 def race_findings(

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import attrs
 import numpy as np
@@ -34,17 +35,25 @@ MNEMONICS = {
     "wait_cross": "WAIT_CROSS",
 }
 
+_SYNC = frozenset(("set_flag", "wait_flag", "set_cross", "wait_cross"))
+_SETS = frozenset(("set_flag", "set_cross"))
+_FLAGS = frozenset(("set_flag", "wait_flag"))
+
 #: a flag key: ``("flag", core, src, dst, event)`` or ``("cross", src_core, dst_core, event)``
 Key = tuple
 
 
-@attrs.frozen
-class Access:
-    """One operand access of a micro-op: ``label`` names the data, ``segs`` the segments."""
+class Access(NamedTuple):
+    """One operand access of a micro-op: ``label`` names the data, ``segs`` the segments.
+
+    ``gm`` marks GM data (a region of a tensor, or an item of an unbounded space), whose
+    reads the dataflow check follows; a plain tuple because a chip has ~10^6 of them.
+    """
 
     label: str
-    segs: tuple[int, ...] = attrs.field(converter=tuple)
+    segs: tuple[int, ...]
     write: bool
+    gm: bool = False
 
 
 @attrs.frozen
@@ -118,8 +127,16 @@ class ProgramIndex:
         self.items: dict[str, ProgItem] = {}
         self.tensors: dict[str, Tensor] = {}
         self.seg_count = 0
+        #: per written GM tensor: (row bounds, column bounds, first segment) of its cell grid
+        self.gm_grid: dict[str, tuple[list[int], list[int], int]] = {}
+        #: GM segments (tensor cells, unbounded items) that some micro-op writes
+        self.gm_written: set[int] = set()
+        #: (first segment, tensor) of each tensor grid, sorted, and the segment of each unbounded item
+        self._gm_seg_owner: list[tuple[int, str]] = []
+        self._gm_item_of_seg: dict[int, str] = {}
         self._item_segs: dict[str, tuple[int, ...]] = {}
         self._item_where: dict[str, str] = {}
+        self._bounded: set[str] = set()
 
         self._check_header()
         self._index_tensors()
@@ -200,19 +217,22 @@ class ProgramIndex:
 
     def _index_items(self) -> None:
         hw = self.hw
+        known = {sp.name: sp.bounded for sp in hw.spaces}
         for it in self.program.items:
             w = f"item '{it.name}'"
             if it.name in self.items:
                 self._input("duplicate_item", f"{w} is declared twice")
                 continue
             self.items[it.name] = it
-            if it.space and not hw.has_space(it.space):
+            if known.get(it.space, False):
+                self._bounded.add(it.name)
+            if it.space and it.space not in known:
                 self._input(
                     "unknown_space",
                     f"{w}: unknown space '{it.space}' (hardware '{hw.name}' has {', '.join(hw.space_names)})",
                     core=it.core,
                 )
-            if self.bounded(it) and not 0 <= it.core < hw.cores:
+            if it.name in self._bounded and not 0 <= it.core < hw.cores:
                 self._input(
                     "unknown_core", f"{w}: core {it.core} out of range 0..{hw.cores - 1}", core=it.core
                 )
@@ -222,6 +242,8 @@ class ProgramIndex:
                 self._input("bad_dtype", f"{w}: unknown dtype {it.dtype!r}")
             elif it.dtype and it.shape:
                 need = math.prod(it.shape) * DTYPE_BYTES[it.dtype]
+                if need == it.bytes and min(it.shape) > 0:
+                    continue
                 if need > it.bytes or any(x <= 0 for x in it.shape):
                     self._input(
                         "bad_shape",
@@ -231,6 +253,10 @@ class ProgramIndex:
     def bounded(self, it: ProgItem) -> bool:
         """True when the item lives at an address of a capacity-limited per-core space."""
         return bool(it.space) and self.hw.has_space(it.space) and self.hw.space(it.space).bounded
+
+    def is_bounded(self, name: str) -> bool:
+        """:meth:`bounded` of a declared item, by name (cached)."""
+        return name in self._bounded
 
     # ------------------------------------------------------------------ instructions
     def _index_streams(self) -> None:
@@ -258,106 +284,176 @@ class ProgramIndex:
                     core=st.core,
                     pipes=(st.unit,),
                 )
-            gids = []
-            for pos, ins in enumerate(st.instrs):
-                gid = len(self.instr)
-                gids.append(gid)
-                self.instr.append(ins)
-                self.stream_of.append(s)
-                self.pos_of.append(pos)
-                self._index_instr(gid, ins, st.core, st.unit)
-            self.stream_gids.append(gids)
+            base = len(self.instr)
+            n = len(st.instrs)
+            self.instr.extend(st.instrs)
+            self.stream_of.extend([s] * n)
+            self.pos_of.extend(range(n))
+            self.stream_gids.append(list(range(base, base + n)))
+            self._index_stream(base, st)
+
+    def _index_stream(self, base: int, st: Any) -> None:
+        """Index one stream's instructions; sync instructions (most of a chip's ~10^6) take an
+        inlined path, everything else :meth:`_index_instr`."""
+        core, unit = st.core, st.unit
+        flag_latency, cross_latency = self.hw.sync.flag_latency, self.hw.sync.cross_core_latency
+        role, dur, accesses, latency, key_of, cycle = (
+            self.role.append,
+            self.dur.append,
+            self.accesses.append,
+            self.latency.append,
+            self.key_of.append,
+            self.cycle.append,
+        )
+        sets_of, waits_of = self.sets_of, self.waits_of
+        for pos, ins in enumerate(st.instrs):
+            kind, cyc = ins.kind, ins.cycle
+            if kind not in _SYNC or type(cyc) is not int or cyc < 0:
+                self._index_instr(base + pos, ins, core, unit)
+                continue
+            cycle(cyc)
+            dur(0)
+            accesses(())
+            if kind == "set_flag" or kind == "wait_flag":
+                key: Key = ("flag", core, ins.src, ins.dst, ins.event)
+                latency(flag_latency)
+            elif kind == "set_cross":
+                key = ("cross", core, ins.peer_core, ins.event)
+                latency(cross_latency)
+            else:
+                key = ("cross", ins.peer_core, core, ins.event)
+                latency(cross_latency)
+            key_of(key)
+            if kind in _SETS:
+                role(SET)
+                table = sets_of
+            else:
+                role(WAIT)
+                table = waits_of
+            got = table.get(key)
+            if got is None:
+                table[key] = [base + pos]
+            else:
+                got.append(base + pos)
 
     def _index_instr(self, gid: int, ins: Instr, core: int, unit: str) -> None:
-        self.cycle.append(ins.cycle if isinstance(ins.cycle, int) else 0)
-        if not isinstance(ins.cycle, int) or ins.cycle < 0:
-            self._input(
-                "bad_cycle", f"core {core} {unit}#{self.pos_of[gid]}: cycle {ins.cycle!r} is not >= 0"
-            )
-        if ins.is_sync:
-            self.role.append(SET if ins.kind.startswith("set") else WAIT)
+        # runs once per instruction (~10^6 on a chip): the common case is checked first and
+        # messages are only formatted for problems
+        cyc = ins.cycle
+        if isinstance(cyc, int) and cyc >= 0:
+            self.cycle.append(cyc)
+        else:
+            self.cycle.append(cyc if isinstance(cyc, int) else 0)
+            self._input("bad_cycle", f"core {core} {unit}#{self.pos_of[gid]}: cycle {cyc!r} is not >= 0")
+        kind_name = ins.kind
+        if kind_name in _SYNC:
+            role = SET if kind_name in _SETS else WAIT
+            self.role.append(role)
             self.dur.append(0)
             self.accesses.append(())
-            if ins.kind in ("set_flag", "wait_flag"):
+            if kind_name in _FLAGS:
                 key: Key = ("flag", core, ins.src, ins.dst, ins.event)
                 self.latency.append(self.hw.sync.flag_latency)
-            elif ins.kind == "set_cross":
+            elif kind_name == "set_cross":
                 key = ("cross", core, ins.peer_core, ins.event)
                 self.latency.append(self.hw.sync.cross_core_latency)
             else:
                 key = ("cross", ins.peer_core, core, ins.event)
                 self.latency.append(self.hw.sync.cross_core_latency)
             self.key_of.append(key)
-            table = self.sets_of if self.role[gid] == SET else self.waits_of
-            table.setdefault(key, []).append(gid)
+            table = self.sets_of if role == SET else self.waits_of
+            got = table.get(key)
+            if got is None:
+                table[key] = [gid]
+            else:
+                got.append(gid)
             return
         self.role.append(OP)
         self.key_of.append(None)
         self.latency.append(0)
-        where = f"op '{ins.id}' (core {core} {unit})"
-        if not ins.id:
+        self.accesses.append(())  # filled in by _index_segments
+        op_id, duration = ins.id, ins.duration
+
+        def where() -> str:
+            return f"op '{op_id}' (core {core} {unit})"
+
+        if not op_id:
             self._input(
                 "missing_id", f"core {core} {unit}#{self.pos_of[gid]}: micro-op without an id", core=core
             )
-        elif ins.id in self.op_gid:
-            self._input("duplicate_op", f"{where}: id used twice", ops=(ins.id,), core=core)
+        elif op_id in self.op_gid:
+            self._input("duplicate_op", f"{where()}: id used twice", ops=(op_id,), core=core)
         else:
-            self.op_gid[ins.id] = gid
-        if not isinstance(ins.duration, int) or ins.duration < 1:
-            self._input("bad_duration", f"{where}: duration must be >= 1, got {ins.duration!r}", core=core)
-            self.dur.append(max(0, ins.duration) if isinstance(ins.duration, int) else 0)
+            self.op_gid[op_id] = gid
+        if isinstance(duration, int) and duration >= 1:
+            self.dur.append(duration)
         else:
-            self.dur.append(ins.duration)
-        if ins.kind != "op" and ins.kind not in KINDS:
+            self._input("bad_duration", f"{where()}: duration must be >= 1, got {duration!r}", core=core)
+            self.dur.append(max(0, duration) if isinstance(duration, int) else 0)
+        kind = KINDS.get(kind_name)
+        if kind is None and kind_name != "op":
             self._input(
                 "unknown_kind",
-                f"{where}: unknown instruction kind {ins.kind!r} (kinds: op, {', '.join(KINDS)}, "
+                f"{where()}: unknown instruction kind {kind_name!r} (kinds: op, {', '.join(KINDS)}, "
                 f"{', '.join(MNEMONICS)})",
-                ops=(ins.id,),
+                ops=(op_id,),
                 core=core,
             )
-        for name in (*ins.reads, *ins.writes):
-            it = self.items.get(name)
-            if it is None:
-                self._input("unknown_item", f"{where}: unknown item '{name}'", ops=(ins.id,), core=core)
-            elif self.bounded(it) and it.core != core:
-                self._input(
-                    "wrong_core",
-                    f"{where}: accesses item '{name}' that lives in {it.space} of core {it.core}",
-                    ops=(ins.id,),
-                    core=core,
-                )
-        self.accesses.append(())  # filled in by _index_segments
-        kind = KINDS.get(ins.kind)
-        if kind is not None and kind.gm:
-            a = dict(ins.attrs)
+        items, bounded = self.items, self._bounded
+        for names in (ins.reads, ins.writes):
+            for name in names:
+                it = items.get(name)
+                if it is None:
+                    self._input("unknown_item", f"{where()}: unknown item '{name}'", ops=(op_id,), core=core)
+                elif it.core != core and name in bounded:
+                    self._input(
+                        "wrong_core",
+                        f"{where()}: accesses item '{name}' that lives in {it.space} of core {it.core}",
+                        ops=(op_id,),
+                        core=core,
+                    )
+        if kind is None:
+            return
+        a = dict(ins.attrs)
+        for name in kind.missing(a):
+            self._input(
+                "missing_attr", f"{where()}: {kind_name} needs a {name!r} attribute", ops=(op_id,), core=core
+            )
+        if kind.gm:
             tensor, region = a.get("tensor"), _region(a.get("region"))
             if not isinstance(tensor, str) or not tensor:
-                self._input("missing_attr", f"{where}: {ins.kind} needs a 'tensor' attribute", ops=(ins.id,))
+                if "tensor" in a:
+                    what = f"{where()}: {kind_name} needs a 'tensor' name, got {tensor!r}"
+                    self._input("missing_attr", what, ops=(op_id,))
             elif region is None:
                 self._input(
                     "bad_region",
-                    f"{where}: 'region' {a.get('region')!r} is not ((r0, r1), (c0, c1)) with r0<r1, c0<c1",
-                    ops=(ins.id,),
+                    f"{where()}: 'region' {a.get('region')!r} is not ((r0, r1), (c0, c1)) with r0<r1, c0<c1",
+                    ops=(op_id,),
                 )
             else:
                 if tensor not in self.tensors:
-                    self._input("unknown_tensor", f"{where}: unknown tensor '{tensor}'", ops=(ins.id,))
+                    self._input("unknown_tensor", f"{where()}: unknown tensor '{tensor}'", ops=(op_id,))
                 self.gm_accesses.append(GmAccess(gid, tensor, region, kind.gm == "w"))
 
     # ------------------------------------------------------------------ memory segments
     def _index_segments(self) -> None:
         groups: dict[tuple[int, str], list[ProgItem]] = {}
+        labels: dict[str, str] = {}
+        unbounded: set[str] = set()
         for it in self.items.values():
-            if self.bounded(it):
+            if it.name in self._bounded:
                 if it.bytes > 0:
                     groups.setdefault((it.core, it.space), []).append(it)
                 else:
                     self._item_segs[it.name] = ()
                     self._item_where[it.name] = f"{it.space} of core {it.core} (empty)"
             else:
-                self._item_segs[it.name] = (self._new_segs(1)[0],)
+                seg = self._new_segs(1)[0]
+                self._item_segs[it.name] = (seg,)
                 self._item_where[it.name] = f"item '{it.name}'" + (f" in {it.space}" if it.space else "")
+                self._gm_item_of_seg[seg] = it.name
+                unbounded.add(it.name)
         for core, space in sorted(groups):
             items = groups[(core, space)]
             bounds = sorted({b for it in items for b in (it.offset, it.offset + it.bytes)})
@@ -367,6 +463,8 @@ class ProgramIndex:
                 hi = bisect.bisect_left(bounds, it.offset + it.bytes)
                 self._item_segs[it.name] = tuple(range(base + lo, base + hi))
                 self._item_where[it.name] = f"{space}[{it.offset},{it.offset + it.bytes}) of core {core}"
+        for name, where in self._item_where.items():
+            labels[name] = f"{name} = {where}"
 
         written = {g.tensor for g in self.gm_accesses if g.write}
         rows: dict[str, set[int]] = {}
@@ -376,36 +474,104 @@ class ProgramIndex:
                 (r0, r1), (c0, c1) = g.region
                 rows.setdefault(g.tensor, set()).update((r0, r1))
                 cols.setdefault(g.tensor, set()).update((c0, c1))
-        grid: dict[str, tuple[list[int], list[int], int]] = {}
+        grid = self.gm_grid
         for name in sorted(written):
             rb, cb = sorted(rows[name]), sorted(cols[name])
             base = self.seg_count
             self._new_segs((len(rb) - 1) * (len(cb) - 1))
             grid[name] = (rb, cb, base)
+            self._gm_seg_owner.append((base, name))
         gm_by_gid: dict[int, list[GmAccess]] = {}
         for g in self.gm_accesses:
             gm_by_gid.setdefault(g.gid, []).append(g)
 
+        item_segs = self._item_segs
+        gm_written = self.gm_written
+        accesses = self.accesses
+        role, instr = self.role, self.instr
+        # one Access object per distinct (data, direction): a chip has ~10^6 accesses of far
+        # fewer items and regions
+        made: dict[tuple, Access] = {}
+        number = {name: k for k, name in enumerate(self.items)}
+        pairs: list[tuple[int, int, int, int]] = []  # (gid, item number, read position or -1, write)
         for gid in range(self.n):
-            if self.role[gid] != OP:
+            if role[gid] != OP:
                 continue
-            ins = self.instr[gid]
+            ins = instr[gid]
+            for pos, name in enumerate(ins.reads):
+                k = number.get(name)
+                if k is not None:
+                    pairs.append((gid, k, pos, 0))
+            for name in ins.writes:
+                k = number.get(name)
+                if k is not None:
+                    pairs.append((gid, k, -1, 1))
             acc = []
             for names, write in ((ins.reads, False), (ins.writes, True)):
                 for name in names:
-                    if name in self._item_segs:
-                        acc.append(Access(f"{name} = {self._item_where[name]}", self._item_segs[name], write))
+                    a = made.get((name, write))
+                    if a is None:
+                        segs = item_segs.get(name)
+                        if segs is None:
+                            continue
+                        gm = name in unbounded
+                        a = made[(name, write)] = Access(labels[name], segs, write, gm)
+                        if gm and write:
+                            gm_written.update(segs)
+                    acc.append(a)
             for g in gm_by_gid.get(gid, ()):
-                segs: tuple[int, ...] = ()
-                if g.tensor in grid:
-                    rb, cb, base = grid[g.tensor]
-                    (r0, r1), (c0, c1) = g.region
-                    i0, i1 = bisect.bisect_left(rb, r0), bisect.bisect_left(rb, r1)
-                    j0, j1 = bisect.bisect_left(cb, c0), bisect.bisect_left(cb, c1)
-                    ncol = len(cb) - 1
-                    segs = tuple(base + i * ncol + j for i in range(i0, i1) for j in range(j0, j1))
-                acc.append(Access(region_text(g.tensor, g.region), segs, g.write))
-            self.accesses[gid] = tuple(acc)
+                key = (g.tensor, g.region, g.write)
+                a = made.get(key)
+                if a is None:
+                    segs = ()
+                    if g.tensor in grid:
+                        segs = self.cells(g.tensor, g.region)
+                        if g.write:
+                            gm_written.update(segs)
+                    a = made[key] = Access(region_text(g.tensor, g.region), segs, g.write, True)
+                acc.append(a)
+            accesses[gid] = tuple(acc)
+        table = np.array(pairs, dtype=np.int64).reshape(-1, 4)
+        #: every (micro-op, declared item) operand as parallel arrays: gid, item number (in
+        #: ``items`` order), position among the op's reads (-1 for a write), 1 for a write
+        self.item_access = (table[:, 0], table[:, 1], table[:, 2], table[:, 3].astype(bool))
+
+    def cells(self, tensor: str, region: tuple[tuple[int, int], tuple[int, int]]) -> tuple[int, ...]:
+        """The segments (grid cells) of a region of a written tensor, row-major."""
+        rb, cb, base = self.gm_grid[tensor]
+        (r0, r1), (c0, c1) = region
+        i0, i1 = bisect.bisect_left(rb, r0), bisect.bisect_left(rb, r1)
+        j0, j1 = bisect.bisect_left(cb, c0), bisect.bisect_left(cb, c1)
+        ncol = len(cb) - 1
+        if j1 - j0 == 1:
+            return tuple(range(base + i0 * ncol + j0, base + i1 * ncol + j0, ncol))
+        return tuple(base + i * ncol + j for i in range(i0, i1) for j in range(j0, j1))
+
+    def gm_text(self, segs: Sequence[int]) -> str:
+        """GM segments in words: the bounding region of the cells per tensor (with the count when
+        the cells do not fill it) and the item names, e.g. ``GM y[64:96, 0:64]``."""
+        parts = []
+        by_tensor: dict[str, list[tuple[int, int]]] = {}
+        for seg in sorted(set(segs)):
+            item = self._gm_item_of_seg.get(seg)
+            if item is not None:
+                parts.append(f"item '{item}'")
+                continue
+            k = bisect.bisect_right(self._gm_seg_owner, (seg, "\uffff")) - 1
+            if k < 0:
+                continue
+            base, name = self._gm_seg_owner[k]
+            ncol = len(self.gm_grid[name][1]) - 1
+            by_tensor.setdefault(name, []).append(divmod(seg - base, ncol))
+        for name, ij in by_tensor.items():
+            rb, cb, _ = self.gm_grid[name]
+            i0, i1 = min(i for i, _ in ij), max(i for i, _ in ij) + 1
+            j0, j1 = min(j for _, j in ij), max(j for _, j in ij) + 1
+            text = region_text(name, ((rb[i0], rb[i1]), (cb[j0], cb[j1])))
+            if len(ij) != (i1 - i0) * (j1 - j0):
+                text = f"{len(ij)} cells within {text}"
+            parts.append(text)
+        return ", ".join(parts)
 
     def _new_segs(self, count: int) -> range:
         r = range(self.seg_count, self.seg_count + count)
@@ -442,16 +608,6 @@ class ProgramIndex:
         self.comp_size = sizes
 
     # ------------------------------------------------------------------ queries used by checks
-    def item_accessors(self) -> dict[str, list[int]]:
-        """Per item, the gids of the micro-ops that read or write it, in gid order."""
-        out: dict[str, list[int]] = {}
-        for gid in range(self.n):
-            if self.role[gid] == OP:
-                ins = self.instr[gid]
-                for name in dict.fromkeys((*ins.reads, *ins.writes)):
-                    out.setdefault(name, []).append(gid)
-        return out
-
     def flag_keys(self) -> list[Key]:
         """Every flag key used, sorted."""
         return sorted(set(self.sets_of) | set(self.waits_of))

@@ -3,7 +3,9 @@ items nothing has written yet."""
 
 from __future__ import annotations
 
-from staticsched.verify.index import OP, ProgramIndex, region_text
+import numpy as np
+
+from staticsched.verify.index import ProgramIndex, region_text
 from staticsched.verify.replay import Replay
 from staticsched.verify.report import Finding
 
@@ -92,27 +94,30 @@ def _overlaps(items: list) -> list[Finding]:
 def live_range_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
     """``outside_live_range``: a micro-op of the nominal replay touching an item outside the
     item's declared ``[live_start, live_end)``; one finding per item (first access, count)."""
+    gid, item, _, _ = ix.item_access
+    if not len(gid):
+        return []
+    # an op reading and writing an item accesses it once
+    pairs = np.unique(np.stack([item, gid], axis=1), axis=0)
+    item, gid = pairs[:, 0], pairs[:, 1]
+    items = list(ix.items.values())
+    lo = np.array([it.live_start for it in items], dtype=np.int64)
+    hi = np.array([it.live_end for it in items], dtype=np.int64)
+    start, end = np.asarray(rep.start, dtype=np.int64)[gid], np.asarray(rep.end, dtype=np.int64)[gid]
+    bad = (start >= 0) & ((start < lo[item]) | (end > hi[item]))
     out = []
-    accessors = ix.item_accessors()
-    for name in sorted(accessors):
-        it = ix.items.get(name)
-        if it is None:
-            continue
-        bad = [
-            g
-            for g in accessors[name]
-            if rep.start[g] >= 0 and (rep.start[g] < it.live_start or rep.end[g] > it.live_end)
-        ]
-        if not bad:
-            continue
-        g = min(bad, key=lambda x: (rep.start[x], x))
-        more = f" ({len(bad) - 1} more accesses of it too)" if len(bad) > 1 else ""
+    for k in sorted(np.unique(item[bad]).tolist(), key=lambda k: items[k].name):
+        it = items[k]
+        mine = bad & (item == k)
+        gs = gid[mine].tolist()
+        g = min(gs, key=lambda x: (rep.start[x], x))
+        more = f" ({len(gs) - 1} more accesses of it too)" if len(gs) > 1 else ""
         out.append(
             Finding(
                 "memory",
                 "outside_live_range",
-                f"{ix.describe(g)} accesses item '{name}' at cycles [{rep.start[g]}, {rep.end[g]}), outside "
-                f"its declared live range [{it.live_start}, {it.live_end}){more}",
+                f"{ix.describe(g)} accesses item '{it.name}' at cycles [{rep.start[g]}, {rep.end[g]}), "
+                f"outside its declared live range [{it.live_start}, {it.live_end}){more}",
                 ops=(ix.op_label(g),),
                 core=ix.core_of(g),
                 pipes=(ix.unit_of(g),),
@@ -123,41 +128,45 @@ def live_range_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
 
 
 def uninitialized_read_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
-    """``uninitialized_read``: in the nominal replay a micro-op reads an item before any other
-    op has finished writing it (a reordering that keeps every access happens-before ordered
-    but turns a RAW into a WAR is no race, yet reads garbage); one finding per item."""
-    first_write_end: dict[str, int] = {}
-    for gid in range(ix.n):
-        if ix.role[gid] == OP and rep.start[gid] >= 0:
-            for name in ix.instr[gid].writes:
-                end = rep.end[gid]
-                if end < first_write_end.get(name, end + 1):
-                    first_write_end[name] = end
+    """``uninitialized_read``: in the nominal replay a micro-op reads an on-chip item before any
+    other op has finished writing it (a reordering that keeps every access happens-before
+    ordered but turns a RAW into a WAR is no race, yet reads garbage); one finding per item,
+    its earliest such read. GM data (items of unbounded spaces, tensor regions) is the
+    dataflow check's."""
+    gid, item, pos, write = ix.item_access
+    items = list(ix.items.values())
+    if not len(gid):
+        return []
+    start = np.asarray(rep.start, dtype=np.int64)[gid]
+    end = np.asarray(rep.end, dtype=np.int64)[gid]
+    ran = start >= 0
+    never = np.iinfo(np.int64).max
+    first_write_end = np.full(len(items), never, dtype=np.int64)
+    w = ran & write
+    np.minimum.at(first_write_end, item[w], end[w])
+    bounded = np.array([ix.is_bounded(it.name) for it in items], dtype=bool)
+    bad = ran & ~write & bounded[item] & (first_write_end[item] > start)
+    # the earliest bad read of each item, in (start, gid, read position) order
+    order = np.lexsort((pos[bad], gid[bad], start[bad]))
     out = []
-    seen: set[str] = set()
-    reads = sorted(
-        (rep.start[gid], gid)
-        for gid in range(ix.n)
-        if ix.role[gid] == OP and rep.start[gid] >= 0 and ix.instr[gid].reads
-    )
-    for start, gid in reads:
-        for name in ix.instr[gid].reads:
-            if name in seen or name not in ix.items:
-                continue
-            ready = first_write_end.get(name)
-            if ready is not None and ready <= start:
-                continue
-            seen.add(name)
-            when = "no op writes it" if ready is None else f"its first write ends at {ready}"
-            out.append(
-                Finding(
-                    "memory",
-                    "uninitialized_read",
-                    f"{ix.describe(gid)} reads item '{name}' at cycle {start} but {when}",
-                    ops=(ix.op_label(gid),),
-                    core=ix.core_of(gid),
-                    pipes=(ix.unit_of(gid),),
-                    cycle=start,
-                )
+    seen: set[int] = set()
+    for k, g, st in zip(
+        item[bad][order].tolist(), gid[bad][order].tolist(), start[bad][order].tolist(), strict=True
+    ):
+        if k in seen:
+            continue
+        seen.add(k)
+        ready = int(first_write_end[k])
+        when = "no op writes it" if ready == never else f"its first write ends at {ready}"
+        out.append(
+            Finding(
+                "memory",
+                "uninitialized_read",
+                f"{ix.describe(g)} reads item '{items[k].name}' at cycle {st} but {when}",
+                ops=(ix.op_label(g),),
+                core=ix.core_of(g),
+                pipes=(ix.unit_of(g),),
+                cycle=st,
             )
+        )
     return out

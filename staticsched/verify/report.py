@@ -7,7 +7,18 @@ from typing import Any
 import attrs
 
 #: the checks, in the order findings are reported
-CHECKS = ("input", "flag", "deadlock", "race", "memory", "conformance", "jitter", "numeric")
+CHECKS = (
+    "input",
+    "flag",
+    "deadlock",
+    "race",
+    "dataflow",
+    "memory",
+    "conformance",
+    "cost",
+    "jitter",
+    "numeric",
+)
 
 #: findings of one (check, kind) shown by :meth:`Report.text` before "... and N more"
 TEXT_LIMIT = 20

@@ -128,7 +128,8 @@ def matmul_program(
     L0A/L0B (MTE1) and runs MMAD into the tile's L0C accumulator (CUBE); each finished tile
     goes L0C->UB (FIXPIPE, fp32->fp16) and UB->GM (MTE3). Every buffer has two slots; a
     "full" flag follows each producer and a "free" credit each last reader whose slot is
-    reused, with flag id = slot. Tail tiles are zero-padded by the loads.
+    reused, with flag id = slot. Tail tiles use the top-left corner of full-size buffers; every
+    op states its real extent.
     ``only_cores`` keeps just those cores' streams (e.g. one core of a 16-core GEMM).
     """
     hw = load_hardware(hw)
@@ -196,24 +197,14 @@ def matmul_program(
                 b.wait(core, mte2, mte1, s)
                 if q >= 2:
                     b.wait(core, cube, mte1, s)
-                b.op(
-                    core,
-                    mte1,
-                    f"{p}mvA{q}",
-                    dur("move", {}, ("la",), ("a",)),
-                    kind="move",
-                    reads=(la,),
-                    writes=(a0,),
-                )
-                b.op(
-                    core,
-                    mte1,
-                    f"{p}mvB{q}",
-                    dur("move", {}, ("lb",), ("b",)),
-                    kind="move",
-                    reads=(lb,),
-                    writes=(b0,),
-                )
+                tm, tn, tk = rows[1] - rows[0], cols[1] - cols[0], ks[1] - ks[0]
+                for name, src, dst, extent, shape in (
+                    ("mvA", la, a0, (tm, tk), ("la", "a")),
+                    ("mvB", lb, b0, (tk, tn), ("lb", "b")),
+                ):
+                    at = {"rows": extent[0], "cols": extent[1]}
+                    d = dur("move", at, shape[:1], shape[1:])
+                    b.op(core, mte1, f"{p}{name}{q}", d, kind="move", reads=(src,), writes=(dst,), attrs=at)
                 if q + 2 < nq:
                     b.set(core, mte1, mte2, s)
                 b.set(core, mte1, cube, s)
@@ -221,7 +212,7 @@ def matmul_program(
                 if kk == 0 and bi >= 2:
                     b.wait(core, fix, cube, bi % 2)
                 b.wait(core, mte1, cube, s)
-                at = {"m": rows[1] - rows[0], "n": cols[1] - cols[0], "k": ks[1] - ks[0], "init": kk == 0}
+                at = {"m": tm, "n": tn, "k": tk, "init": kk == 0}
                 reads = (a0, b0) if kk == 0 else (a0, b0, c_item)
                 b.op(
                     core,
@@ -240,14 +231,16 @@ def matmul_program(
             b.wait(core, cube, fix, bi % 2)
             if bi >= 2:
                 b.wait(core, mte3, fix, bi % 2)
+            at = {"rows": rows[1] - rows[0], "cols": cols[1] - cols[0]}
             b.op(
                 core,
                 fix,
                 f"{p}fx{bi}",
-                dur("fixpipe", {}, ("c",), ("u",)),
+                dur("fixpipe", at, ("c",), ("u",)),
                 kind="fixpipe",
                 reads=(c_item,),
                 writes=(u_item,),
+                attrs=at,
             )
             if bi + 2 < len(mine):
                 b.set(core, fix, cube, bi % 2)

@@ -1,0 +1,114 @@
+"""GM dataflow: every read of GM data written inside the program happens after a write of it.
+
+Race freedom is not enough. Reverse the cross-core flag around a store -> load
+dependency and the load is ordered *before* the store: no access is unordered, so
+there is no race, yet the load reads a tensor nobody has written. The same
+happens in timed mode when a load is issued before the store it depends on.
+
+GM data is tracked per *cell*: a written tensor is cut into the grid of all row
+and column boundaries of the regions that touch it (:class:`ProgramIndex`), so a
+cell is either wholly written by a store or not at all; an item of an unbounded
+space (GM, or no space) is one cell. The rules:
+
+- A cell that some micro-op of the program writes has no initial contents the
+  program may read: each read of it must *happen after* a write of it (flags mode:
+  happens-before from vector clocks; timed mode: the write ends no later than the
+  read starts). The op's own write does not count.
+- Cells no micro-op writes are program inputs; reading them is always allowed.
+- In-place GM updates (reading a cell's input value, then writing the cell) are
+  therefore not expressible: TaskGraphs cannot state them (one writer per tensor, no
+  task reads its own output); a program that does so is reported here. When a cell
+  is written more than once, a read sees the latest write that happens before it;
+  the race check guarantees that write is unique.
+
+Like the race detector this is linear: per cell it keeps the first write of each
+stream (a later write of the same stream cannot happen before a read that the first
+does not), and reads are checked when the replay's issue order (a linear extension
+of happens-before) reaches them, when every write that can precede them is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from staticsched.verify.index import OP, ProgramIndex
+from staticsched.verify.replay import Replay
+from staticsched.verify.report import Finding
+
+#: an access epoch as in :mod:`hb`: (gid, stream, clock, label)
+Epoch = tuple[int, int, int, str]
+
+
+class Dataflow:
+    """Per written GM cell the first write epoch of each stream; collects reads that no write
+    happens before."""
+
+    def __init__(self, written: set[int]) -> None:
+        self.written = written
+        self.first: dict[int, dict[int, Epoch]] = {}
+        #: read gid -> (access label, cells no write happens before)
+        self.unsatisfied: dict[int, list[tuple[str, list[int]]]] = {}
+
+    def access(self, me: Epoch, segs: Sequence[int], write: bool, hb: Callable[[Epoch], bool]) -> None:
+        """Record a write, or check a read against the writes recorded so far."""
+        first = self.first
+        if write:
+            s = me[1]
+            for seg in segs:
+                d = first.get(seg)
+                if d is None:
+                    first[seg] = {s: me}
+                elif s not in d:
+                    d[s] = me
+            return
+        written, gid = self.written, me[0]
+        bad = [
+            seg
+            for seg in segs
+            if seg in written
+            and not any(e[0] != gid and hb(e) for e in first.get(seg, {}).values())
+        ]
+        if bad:
+            self.unsatisfied.setdefault(gid, []).append((me[3], bad))
+
+
+def dataflow_findings(
+    ix: ProgramIndex, df: Dataflow, rep: Replay, *, check: str = "dataflow", skip: frozenset = frozenset(),
+    note: str = "",
+) -> list[Finding]:
+    """One ``read_before_write`` finding per (reading op, access), naming the cells, the reader and
+    the ops that write those cells (except reads in ``skip``), in issue order."""
+    todo = [g for g in df.unsatisfied if g not in skip]
+    if not todo:
+        return []
+    wanted = {seg for g in todo for _, segs in df.unsatisfied[g] for seg in segs}
+    writers: dict[int, list[int]] = {}
+    for gid in range(ix.n):
+        if ix.role[gid] == OP:
+            for acc in ix.accesses[gid]:
+                if acc.write and acc.gm:
+                    for seg in acc.segs:
+                        if seg in wanted:
+                            writers.setdefault(seg, []).append(gid)
+    out = []
+    for g in todo:
+        for label, segs in df.unsatisfied[g]:
+            who = sorted({w for seg in segs for w in writers.get(seg, ())})
+            shown = "; ".join(
+                f"{ix.describe(w)} writes it at cycles [{rep.start[w]}, {rep.end[w]})" for w in who[:3]
+            )
+            more = f" and {len(who) - 3} more writers" if len(who) > 3 else ""
+            cells = ix.gm_text(segs)
+            out.append(
+                Finding(
+                    check,
+                    "read_before_write",
+                    f"{ix.describe(g)} reads {label} at cycles [{rep.start[g]}, {rep.end[g]}), but no write "
+                    f"of {cells} happens before it: {shown}{more}{note}",
+                    ops=(ix.op_label(g), *(ix.op_label(w) for w in who)),
+                    core=ix.core_of(g),
+                    pipes=tuple(dict.fromkeys(ix.unit_of(x) for x in (g, *who))),
+                    cycle=rep.start[g],
+                )
+            )
+    return out
