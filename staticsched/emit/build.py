@@ -17,7 +17,7 @@ import attrs
 from staticsched.emit.sync import Flag, SyncPlan, plan_sync, plan_timed
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.program import Instr, ProgItem, Program, Stream
-from staticsched.model.schedule import OpTime, Schedule, SyncEvent
+from staticsched.model.schedule import Schedule, SyncEvent
 from staticsched.options import MODES
 from staticsched.progress import Progress, silent
 
@@ -135,7 +135,7 @@ def _retimed(schedule: Schedule, starts: dict[str, int], events: list[SyncEvent]
     graph = schedule.graph
     if all(starts[t.id] == t.start for t in schedule.ops):
         return attrs.evolve(schedule, events=events)
-    ops = [OpTime(t.id, t.core, t.unit, starts[t.id], starts[t.id] + (t.end - t.start)) for t in schedule.ops]
+    ops = [attrs.evolve(t, start=starts[t.id], end=starts[t.id] + (t.end - t.start)) for t in schedule.ops]
     by_id = {t.id: t for t in ops}
     items = []
     for p in schedule.items:

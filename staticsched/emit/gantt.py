@@ -14,6 +14,8 @@ from xml.sax.saxutils import escape
 
 import numpy as np
 
+from staticsched.model.hardware import RATE_DENOM
+from staticsched.model.links import link_usage
 from staticsched.model.schedule import OpTime, Schedule
 
 #: above this many ops in the drawn cores, lanes are drawn as busy-fraction bins
@@ -73,7 +75,8 @@ def render_gantt(schedule: Schedule) -> str:
     )
     top = 30 + 14 * len(notes) + 20
     lanes = [(c, u) for c in cores for u in units]
-    height = top + len(lanes) * (_LANE_H + _LANE_GAP) + 10
+    uses = link_usage(schedule)
+    height = top + (len(lanes) + len(uses)) * (_LANE_H + _LANE_GAP) + 10
     width = _LABEL_W + _PLOT_W + _RIGHT
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -112,8 +115,49 @@ def render_gantt(schedule: Schedule) -> str:
                 f'stroke="white" stroke-width="0.3"><title>'
                 f"{_text(t.id)} ({kind or 'op'}) [{t.start}, {t.end})</title></rect>"
             )
+    for k, use in enumerate(uses):
+        y = top + (len(lanes) + k) * (_LANE_H + _LANE_GAP)
+        label = f"link {use.name}"
+        out.append(f'<text x="4" y="{y + _LANE_H - 3}">{_text(label)}</text>')
+        out.append(
+            f'<rect x="{_LABEL_W}" y="{y}" width="{_PLOT_W}" height="{_LANE_H}" fill="#eef"><title>'
+            f"{_text(label)}: {use.bytes_per_cycle:g} B/cycle, {100 * use.utilisation:.1f}% used over "
+            f"the makespan</title></rect>"
+        )
+        out += _link_bins(use, y, span, scale, label)
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _link_bins(use, y: int, span: int, scale: float, label: str) -> list[str]:
+    """A link's occupancy: per time bin the share of its bandwidth held, as the height of a
+    bar (full lane = the whole bandwidth)."""
+    if not use.holds:
+        return []
+    edges = np.linspace(0, span, BINS + 1)
+    width = edges[1] - edges[0]
+    held = np.zeros(BINS)
+    cap = use.bytes_per_cycle * RATE_DENOM
+    for b, e, u in use.holds:
+        lo = int(np.searchsorted(edges, b, side="right") - 1)
+        hi = int(np.searchsorted(edges, e, side="left"))
+        for k in range(max(lo, 0), min(hi, BINS)):
+            overlap = min(e, edges[k + 1]) - max(b, edges[k])
+            if overlap > 0:
+                held[k] += overlap * u
+    share = np.clip(held / (width * cap), 0, 1)
+    out = []
+    for k in range(BINS):
+        if share[k] <= 0:
+            continue
+        h = share[k] * _LANE_H
+        out.append(
+            f'<rect x="{_LABEL_W + edges[k] * scale:.2f}" y="{y + _LANE_H - h:.2f}" '
+            f'width="{width * scale:.2f}" height="{h:.2f}" fill="#4455aa"><title>{_text(label)} '
+            f"cycles [{edges[k]:.0f}, {edges[k + 1]:.0f}): {100 * share[k]:.0f}% of the bandwidth"
+            f"</title></rect>"
+        )
+    return out
 
 
 def _bins(ops: list[OpTime], y: int, span: int, scale: float, colour: str, label: str) -> list[str]:

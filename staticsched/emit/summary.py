@@ -68,10 +68,37 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
     if s.ids_used:
         many = len(cores) > COMPACT_CORES or len(s.ids_used) > 12
         lines.append("event ids    : " + ", ".join(_ids_used(plan, compact=many)))
+    lines += traffic_lines(schedule)
     tilings = tiling_lines(schedule)
     if tilings:
         lines.append("tiling       : " + tilings[0] + " (the bound and gap are for this tiling)")
         lines += [f"               {t}" for t in tilings[1:]]
+    return lines
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def traffic_lines(schedule: Schedule) -> list[str]:
+    """GM bytes read and written (all tensors) and, per link, the bytes it moved, its
+    utilisation over the makespan and the highest rate held at once."""
+    from staticsched.model.links import link_usage, rate_text
+    from staticsched.model.traffic import gm_traffic
+
+    t = gm_traffic(schedule.graph, schedule.hw)
+    lines = []
+    if t.tensors:
+        lines.append(f"gm traffic   : {_bytes(t.read)} read, {_bytes(t.written)} written "
+                     f"(per tensor and link in timetable.json)")
+    for k, use in enumerate(link_usage(schedule)):
+        head = "links        : " if k == 0 else "               "
+        lines.append(f"{head}{use.name} {use.bytes_per_cycle:g} B/cycle: {_bytes(use.bytes)} moved, "
+                     f"{100 * use.utilisation:.1f}% of its capacity over the makespan, peak "
+                     f"{rate_text(use.peak_units):g} B/cycle")
     return lines
 
 

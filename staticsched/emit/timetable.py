@@ -13,7 +13,9 @@ from typing import Any
 from staticsched.emit.jsonfmt import dumps_json
 from staticsched.emit.summary import tilings
 from staticsched.emit.sync import SyncPlan
+from staticsched.model.links import link_usage, rate_text
 from staticsched.model.schedule import Schedule
+from staticsched.model.traffic import gm_traffic
 
 FORMAT = "staticsched.timetable"
 VERSION = 1
@@ -64,6 +66,25 @@ def timetable_to_dict(schedule: Schedule, plan: SyncPlan) -> dict[str, Any]:
         ],
         "sync": plan.stats.as_dict(),
         "tilings": [t.as_dict() for t in tilings(schedule)],
+        "traffic": traffic_dict(schedule),
+    }
+
+
+def traffic_dict(schedule: Schedule) -> dict[str, Any]:
+    """GM bytes per tensor (read, written) and per link (bytes moved, utilisation over the
+    makespan, peak rate)."""
+    traffic = gm_traffic(schedule.graph, schedule.hw)
+    return {
+        "tensors": {name: {"read": r, "written": w} for name, (r, w) in traffic.tensors},
+        "links": {
+            use.name: {
+                "bytes_per_cycle": use.bytes_per_cycle,
+                "bytes": use.bytes,
+                "utilisation": round(use.utilisation, 6),
+                "peak_bytes_per_cycle": rate_text(use.peak_units),
+            }
+            for use in link_usage(schedule)
+        },
     }
 
 

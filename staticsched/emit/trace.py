@@ -2,9 +2,10 @@
 
 One process per core (``pid`` = core), one thread per pipe (``tid`` = the pipe's index in the
 hardware's unit list), one complete slice (``"ph": "X"``) per op, each sync event as a flow
-(``"s"``/``"f"`` pair bound to the slices of the two ops it orders) and the bytes live in every
-bounded on-chip space as a counter track per core. Trace time: one cycle is written as one
-microsecond (``otherData`` says so and gives the clock to convert).
+(``"s"``/``"f"`` pair bound to the slices of the two ops it orders), the bytes live in every
+bounded on-chip space as a counter track per core, and the bytes per cycle held on every
+chip link as a counter track of a "chip links" process after the cores. Trace time: one cycle
+is written as one microsecond (``otherData`` says so and gives the clock to convert).
 
 The events are written as text directly, one per line: a schedule of 10^5 ops has about a
 million events, and a dict per event through a generic encoder costs several times more.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from json.encoder import encode_basestring_ascii as _q
 
 from staticsched.emit.jsonfmt import encode
+from staticsched.model.links import link_usage, rate_text
 from staticsched.model.schedule import Schedule
 
 
@@ -60,7 +62,31 @@ def trace_lines(schedule: Schedule) -> list[str]:
             f'{{{common}, "ph": "f", "bp": "e", "pid": {b.core}, "tid": {tid[b.unit]}, "ts": {b.start}}}'
         )
     lines += _counters(schedule)
+    lines += _link_counters(schedule, max(cores, default=-1) + 1)
     return lines
+
+
+def _link_counters(schedule: Schedule, pid: int) -> list[str]:
+    """One counter track per link, in a process of its own after the cores: the bytes per
+    cycle its transfers hold (data phases), from the link usage of the schedule."""
+    uses = link_usage(schedule)
+    if not uses:
+        return []
+    out = [_meta("process_name", pid, 0, "name", _q("chip links")),
+           _meta("process_sort_index", pid, 0, "sort_index", str(pid))]
+    for use in uses:
+        deltas: dict[int, int] = {}
+        for b, e, u in use.holds:
+            deltas[b] = deltas.get(b, 0) + u
+            deltas[e] = deltas.get(e, 0) - u
+        name = _q(f"{use.name} B/cycle (of {use.bytes_per_cycle:g})")
+        level = 0
+        out.append(f'{{"name": {name}, "ph": "C", "pid": {pid}, "ts": 0, "args": {{"B/cycle": 0}}}}')
+        for ts, d in sorted(deltas.items()):
+            level += d
+            out.append(f'{{"name": {name}, "ph": "C", "pid": {pid}, "ts": {ts}, '
+                       f'"args": {{"B/cycle": {rate_text(level):g}}}}}')
+    return out
 
 
 def _counters(schedule: Schedule) -> list[str]:

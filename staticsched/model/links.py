@@ -134,3 +134,43 @@ def overflows(
             out.append((t, level, sorted(intervals[k][3] for k in active)))
         over = level > capacity
     return out
+
+
+@attrs.frozen
+class LinkUse:
+    """How a schedule uses one link: bytes moved, the capacity it offered over the makespan
+    (``bytes_per_cycle * makespan``), the highest rate held at once, and the holds themselves
+    (``(data start, end, units)`` in start order) for pictures."""
+
+    name: str
+    bytes_per_cycle: float
+    bytes: int
+    makespan: int
+    peak_units: int
+    holds: tuple[tuple[int, int, int], ...] = attrs.field(converter=tuple, repr=False)
+
+    @property
+    def utilisation(self) -> float:
+        cap = self.bytes_per_cycle * self.makespan
+        return self.bytes / cap if cap > 0 else 0.0
+
+
+def link_usage(schedule) -> tuple[LinkUse, ...]:
+    """Every link of ``schedule.hw`` as the schedule uses it (in the hardware's order)."""
+    hw, graph = schedule.hw, schedule.graph
+    holds: dict[str, list[tuple[int, int, int]]] = {lk.name: [] for lk in hw.links}
+    moved = {lk.name: 0 for lk in hw.links}
+    if hw.links:
+        for op, ot in zip(graph.ops, schedule.ops, strict=True):
+            x = op_transfer(op, graph, hw)
+            if x is None:
+                continue
+            for name in x.links:
+                holds[name].append((ot.start + x.overhead, ot.end, ot.rate or x.path_units))
+                moved[name] += x.bytes
+    out = []
+    for lk in hw.links:
+        lst = sorted(holds[lk.name])
+        out.append(LinkUse(lk.name, lk.bytes_per_cycle, moved[lk.name], schedule.makespan,
+                           peak_usage(lst)[0], lst))
+    return tuple(out)

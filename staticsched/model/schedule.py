@@ -14,13 +14,16 @@ STATUSES = ("optimal", "feasible", "heuristic")
 
 @attrs.frozen
 class OpTime:
-    """When and where one op runs: ``[start, end)`` on ``unit`` of ``core``."""
+    """When and where one op runs: ``[start, end)`` on ``unit`` of ``core``; a transfer on a
+    shared link also has the ``rate`` it runs at (rate units, :data:`~staticsched.model.hardware.
+    RATE_DENOM` per byte per cycle; 0: its path's full rate, and for every other op)."""
 
     id: str
     core: int
     unit: str
     start: int
     end: int
+    rate: int = 0
 
 
 @attrs.frozen

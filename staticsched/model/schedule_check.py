@@ -4,7 +4,8 @@ Independent of the solver (CIRCT's check()/verify() split): it reads only the sc
 OpGraph and the hardware model, and reports every violation as one line naming the ops/items
 and the numbers. An empty result means the timetable is valid:
 
-* each op is timed once, on its own core and unit, for exactly its duration;
+* each op is timed once, on its own core and unit, for exactly its duration (a transfer on a
+  link: the duration at its rate);
 * no two ops overlap on one (core, unit);
 * every graph edge and every address-reuse edge holds with its latency;
 * items: the right core/space/size, aligned, in bounds, unbounded ones at offset 0, live
@@ -12,6 +13,8 @@ and the numbers. An empty result means the timetable is valid:
   live per (core, space) never above the capacity;
 * sync events: ids within the budget, flags between two different pipes, no two events on one
   (core, src, dst, id) live at once;
+* links: a transfer's duration follows its rate (at most its path's), and at no cycle do the
+  rates held on a link during data phases sum to more than its bandwidth;
 * the makespan is the last end, the lower bound at most the makespan, the status known.
 """
 
@@ -21,6 +24,7 @@ import heapq
 from typing import TYPE_CHECKING
 
 from staticsched.model.deps import edge_latency
+from staticsched.model.links import op_transfer, overflows, rate_text
 
 if TYPE_CHECKING:
     from staticsched.model.schedule import Schedule
@@ -56,6 +60,7 @@ def verify_schedule(schedule: Schedule) -> tuple[str, ...]:
         _overlaps_and_capacity(schedule, live, rep)
         _address_edges(schedule, times, live, rep)
     _events(schedule, rep)
+    _links(schedule, rep)
     _summary(schedule, rep)
     return tuple(rep.lines)
 
@@ -76,11 +81,22 @@ def _ops(s: Schedule, rep: _Report) -> list[tuple[int, int]] | None:
                 f"op '{op.id}' timed on core {ot.core} unit {ot.unit}, graph says core {op.core} "
                 f"unit {op.unit}",
             )
-        if ot.end - ot.start != op.duration:
+        want = op.duration
+        if ot.rate:
+            x = op_transfer(op, g, s.hw)
+            if x is None:
+                rep.add("ops", f"op '{op.id}' has rate {rate_text(ot.rate)} B/cycle but crosses no link")
+            elif ot.rate > x.path_units or ot.rate < 0:
+                rep.add("ops", f"op '{op.id}' runs at {rate_text(ot.rate)} B/cycle, above its path "
+                               f"{x.path[0]}->{x.path[1]}'s {rate_text(x.path_units)}")
+            else:
+                want = x.cycles(ot.rate)
+        if ot.end - ot.start != want:
+            at = f" at {rate_text(ot.rate)} B/cycle" if ot.rate else ""
             rep.add(
                 "ops",
                 f"op '{op.id}' runs {ot.start}..{ot.end} = {ot.end - ot.start} cycles, duration is "
-                f"{op.duration}",
+                f"{want}{at}",
             )
         if ot.start < 0:
             rep.add("ops", f"op '{op.id}' starts at negative cycle {ot.start}")
@@ -295,6 +311,27 @@ def _events(s: Schedule, rep: _Report) -> None:
                 )
             if latest is None or w2 > latest[1]:
                 latest = (s2, w2, b)
+
+
+def _links(s: Schedule, rep: _Report) -> None:
+    """At no cycle do the transfers on a link hold more than its bandwidth (data phases)."""
+    hw = s.hw
+    if not hw.links:
+        return
+    holds: dict[str, list[tuple[int, int, int, str]]] = {lk.name: [] for lk in hw.links}
+    for op, ot in zip(s.graph.ops, s.ops, strict=True):
+        x = op_transfer(op, s.graph, hw)
+        if x is None:
+            continue
+        units = ot.rate or x.path_units
+        for name in x.links:
+            holds[name].append((ot.start + x.overhead, ot.end, units, op.id))
+    for lk in hw.links:
+        for t, level, who in overflows(lk.units, holds[lk.name]):
+            more = f" and {len(who) - 6} more" if len(who) > 6 else ""
+            shown = ", ".join(f"'{w}'" for w in who[:6]) + more
+            rep.add("links", f"link {lk.name}: transfers move {rate_text(level)} B/cycle at cycle {t}, "
+                             f"above its {lk.bytes_per_cycle:g} B/cycle ({shown})")
 
 
 def _summary(s: Schedule, rep: _Report) -> None:
