@@ -9,8 +9,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from staticsched.model.links import overflows, peak_usage
-from staticsched.solver.links import LinkSpec, LinkTracker, Xfer, flow_edges, link_bound
+from staticsched.model.links import flow_edges, overflows, peak_usage
+from staticsched.solver.links import LinkSpec, LinkTracker, Xfer, link_bound
 from tests.strategies import examples
 
 
@@ -68,7 +68,8 @@ def test_flow_edges_keep_any_earlier_timetable_within_the_link(seed, n):
     xs = [Xfer(i, rng.randint(100, 5000), rng.randint(0, 30), 64 * rng.choice([40, 128, 240]), (0,))
           for i in range(n)]
     starts, rates, durs = _greedy(xs, units, seed)
-    edges = flow_edges([LinkSpec("L", units)], xs, starts, rates, durs)
+    holds = [(x.op, starts[x.op] + x.overhead, starts[x.op] + durs[x.op], rates[x.op], (0,)) for x in xs]
+    edges = [(a, b, -xs[b].overhead) for a, b in flow_edges([units], holds)]
 
     def holds(st_):
         return [(st_[x.op] + x.overhead, st_[x.op] + durs[x.op], rates[x.op]) for x in xs]

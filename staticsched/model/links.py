@@ -12,6 +12,7 @@ At no cycle may the rates held on a link sum to more than its bandwidth.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Sequence
 
@@ -174,3 +175,54 @@ def link_usage(schedule) -> tuple[LinkUse, ...]:
         out.append(LinkUse(lk.name, lk.bytes_per_cycle, moved[lk.name], schedule.makespan,
                            peak_usage(lst)[0], lst))
     return tuple(out)
+
+
+def flow_edges(
+    capacities: Sequence[int],
+    holds: Sequence[tuple[int, int, int, int, tuple[int, ...]]],
+) -> list[tuple[int, int]]:
+    """A feasible timetable's link usage as precedence edges (a resource flow): any timetable
+    that respects them (and the rates) respects every link, which keeps "timing = longest
+    path" true for normalisation and emission.
+
+    ``holds`` are ``(op, data start, end, units, links)``; an edge ``(a, b)`` says op ``b``'s
+    data phase begins no earlier than op ``a`` ends: per link, every
+    transfer takes its units from the transfers whose data phase ended before its own began,
+    or from the link's spare units (no edge). Deterministic: transfers in (data start, op)
+    order, units taken from the earliest-ending holders first.
+
+    Raises
+    ------
+    ValueError
+        If the timetable holds more units than a link has (it was not feasible).
+    """
+    edges: set[tuple[int, int]] = set()
+    by_link: list[list[tuple[int, int, int, int]]] = [[] for _ in capacities]
+    for op, begin, end, units, on in holds:
+        for k in on:
+            by_link[k].append((begin, op, end, units))
+    for k, cap in enumerate(capacities):
+        spare = cap
+        freed: list[list[int]] = []  # [end, op, units left] of finished holders, by end
+        running: list[tuple[int, int, int]] = []  # (end, op, units) heap
+        for begin, op, end, units in sorted(by_link[k]):
+            while running and running[0][0] <= begin:
+                e, a, u = heapq.heappop(running)
+                freed.append([e, a, u])
+            freed.sort()
+            take = min(units, spare)
+            spare -= take
+            need = units - take
+            for entry in freed:
+                if not need:
+                    break
+                got = min(need, entry[2])
+                if got:
+                    entry[2] -= got
+                    need -= got
+                    edges.add((entry[1], op))
+            freed = [e for e in freed if e[2]]
+            if need:
+                raise ValueError(f"link {k}: op {op} needs {units} units at {begin} but fewer are free")
+            heapq.heappush(running, (end, op, units))
+    return sorted(edges)

@@ -5,9 +5,8 @@ their data phase ``[start + overhead, end)``, each at its chosen rate. The piece
 
 * :class:`LinkTracker` -- the list scheduler's view: which rate a transfer can get if it
   starts now (the bandwidth left free from its data start on), and bookkeeping;
-* :func:`flow_edges` -- a feasible timetable's link usage as precedence edges (a resource
-  flow): any timetable respecting them (and the rates) respects the link, which keeps
-  "timing = longest path" true for normalisation and emission;
+* :func:`~staticsched.model.links.flow_edges` (shared with emission) -- a feasible timetable's
+  link usage as precedence edges;
 * :func:`link_bound` -- a lower bound on the makespan from each link: a one-machine
   relaxation with heads and tails, solved exactly by Jackson's preemptive schedule.
 """
@@ -95,60 +94,6 @@ class LinkTracker:
     def next_change(self) -> int | None:
         ends = [e for lst in self.active for _, e, _ in lst]
         return min(ends) if ends else None
-
-
-def flow_edges(
-    links: Sequence[LinkSpec],
-    xfers: Sequence[Xfer],
-    starts: Sequence[int],
-    rates: Sequence[int],
-    durs: Sequence[int],
-) -> list[tuple[int, int, int]]:
-    """The link usage of a feasible timetable as edges ``(a, b, latency)`` with
-    ``start[b] >= start[a] + dur[a] + latency``: per link, every transfer takes its units from
-    the transfers whose data phase ended before its own began (latency ``-overhead[b]``), or
-    from the link's spare units (no edge). Deterministic: transfers in (data start, op) order,
-    units taken from the earliest-ending holders first.
-
-    Raises
-    ------
-    ValueError
-        If the timetable holds more units than a link has (it was not feasible).
-    """
-    edges: set[tuple[int, int, int]] = set()
-    by_link: list[list[Xfer]] = [[] for _ in links]
-    for x in xfers:
-        for k in x.links:
-            by_link[k].append(x)
-    for k, spec in enumerate(links):
-        order = sorted(by_link[k], key=lambda x: (starts[x.op] + x.overhead, x.op))
-        spare = spec.units
-        freed: list[list[int]] = []  # [end, op, units left] of finished holders, by end
-        running: list[tuple[int, int, int]] = []  # (end, op, units) heap
-        for x in order:
-            begin = starts[x.op] + x.overhead
-            while running and running[0][0] <= begin:
-                end, op, units = heapq.heappop(running)
-                freed.append([end, op, units])
-            freed.sort()
-            need = rates[x.op]
-            take = min(need, spare)
-            spare -= take
-            need -= take
-            for entry in freed:
-                if not need:
-                    break
-                got = min(need, entry[2])
-                if got:
-                    entry[2] -= got
-                    need -= got
-                    edges.add((entry[1], x.op, -x.overhead))
-            freed = [e for e in freed if e[2]]
-            if need:
-                raise ValueError(f"link {spec.name}: op {x.op} needs {rates[x.op]} units at "
-                                 f"{begin} but fewer are free")
-            heapq.heappush(running, (starts[x.op] + durs[x.op], x.op, rates[x.op]))
-    return sorted(edges)
 
 
 def link_bound(
