@@ -16,8 +16,9 @@ import attrs
 
 from staticsched.emit.sync import Flag, SyncPlan, plan_sync, plan_timed
 from staticsched.errors import InfeasibleError, InputError
+from staticsched.model.placement import SyncEvent
 from staticsched.model.program import Instr, ProgItem, Program, Stream
-from staticsched.model.schedule import Schedule, SyncEvent
+from staticsched.model.schedule import Schedule
 from staticsched.options import MODES
 from staticsched.progress import Progress, silent
 

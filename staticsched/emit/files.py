@@ -20,7 +20,14 @@ from pathlib import Path
 import attrs
 
 from staticsched._atomic import dir_mode, file_mode
-from staticsched.emit import bundles, gantt, program_json, program_text, timetable, trace
+from staticsched.emit import (  # the modules, not the package: no import circle
+    bundles,
+    gantt,
+    program_json,
+    program_text,
+    timetable,
+    trace,
+)
 from staticsched.emit.sync import SyncPlan
 from staticsched.errors import InputError
 from staticsched.model.program import Program

@@ -16,7 +16,8 @@ import numpy as np
 
 from staticsched.model.hardware import RATE_DENOM
 from staticsched.model.links import link_usage
-from staticsched.model.schedule import OpTime, Schedule
+from staticsched.model.placement import OpTime
+from staticsched.model.schedule import Schedule
 
 #: above this many ops in the drawn cores, lanes are drawn as busy-fraction bins
 MAX_RECTS = 4000

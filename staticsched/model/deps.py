@@ -19,7 +19,7 @@ import networkx as nx
 from staticsched.errors import InfeasibleError
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import Edge, OpGraph
-from staticsched.model.schedule import Placement
+from staticsched.model.placement import Placement
 
 
 def address_edges(graph: OpGraph, placements: Sequence[Placement]) -> tuple[Edge, ...]:

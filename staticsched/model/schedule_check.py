@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from staticsched.model.deps import edge_latency
 from staticsched.model.links import op_transfer, overflows, rate_text
+from staticsched.model.placement import STATUSES
 
 if TYPE_CHECKING:
     from staticsched.model.schedule import Schedule
@@ -335,8 +336,6 @@ def _links(s: Schedule, rep: _Report) -> None:
 
 
 def _summary(s: Schedule, rep: _Report) -> None:
-    from staticsched.model.schedule import STATUSES
-
     last = max((ot.end for ot in s.ops), default=0)
     if s.makespan != last:
         rep.add("summary", f"makespan {s.makespan} is not the last op end {last}")
