@@ -461,6 +461,36 @@ def restate(p: Program, hw: Hardware | str | None = None) -> Program:
     return retime(p, hw if hw is not None else p.hw)
 
 
+def reuse_is_legal(program, mutant) -> bool:
+    """Independent oracle (networkx reachability over the original program): does the WAIT
+    of the id the mutant reuses happen before the relabelled SET?"""
+    g = nx.DiGraph()
+    sets: dict[tuple, list] = {}
+    waits: dict[tuple, list] = {}
+    for s, stream in enumerate(program.streams):
+        for i, ins in enumerate(stream.instrs):
+            if i:
+                g.add_edge((s, i - 1), (s, i))
+            if ins.kind == "set_flag":
+                sets.setdefault((stream.core, ins.src, ins.dst, ins.event), []).append((s, i))
+            elif ins.kind == "wait_flag":
+                waits.setdefault((stream.core, ins.src, ins.dst, ins.event), []).append((s, i))
+    for key, ss in sets.items():
+        for a, b in zip(ss, waits.get(key, []), strict=False):
+            g.add_edge(a, b)
+    for s, (old, new) in enumerate(zip(program.streams, mutant.streams, strict=True)):
+        for i, (x, y) in enumerate(zip(old.instrs, new.instrs, strict=True)):
+            if x.kind == "set_flag" and x.event != y.event:
+                key = (old.core, x.src, x.dst, y.event)
+                before = [w for w in sets.get(key, []) if w[0] == s and w[1] < i]
+                if not before:
+                    return False
+                n = sets[key].index(before[-1])
+                paired = waits.get(key, [])
+                return n < len(paired) and nx.has_path(g, paired[n], (s, i))
+    return False
+
+
 #: program mutations and the (check, kind) each must be caught with
 PROGRAM_MUTATIONS: dict[str, tuple[Callable[..., Program], tuple[str, str]]] = {
     "delete_wait": (delete_wait, ("flag", "unpaired_set")),
