@@ -470,9 +470,8 @@ def _place_in_l1(items: list[Item], ops: list[Op], slots: int) -> list[Item]:
 
 #: at most this share of the generated plans may fail for an id budget smaller than the flags
 #: in flight (ids 1-4 per pipe pair, 1-3 per core pair); more would leave the properties
-#: testing little. Measured over 16 seeds: 2-43% (Hypothesis draws correlated examples, so a
-#: run's share varies a lot); the share of each run is printed in the property statistics.
-MAX_INFEASIBLE = 0.5
+#: testing little
+MAX_INFEASIBLE = 0.3
 
 
 def _plan_or_count(make_schedule, counts: Counter):
@@ -562,22 +561,7 @@ def test_plans_with_address_reuse_are_sound_and_verify_clean(record_stat):
 
     prop()
     _bounded(counts, "sync plans of items in a small L1", record_stat)
-    assert counts["address"] > 0, counts
-
-
-def test_address_reuse_at_one_id_per_pair_takes_credits_and_verifies_clean():
-    # what the property above meets only now and then, for sure: the seed's double buffer with
-    # one id per pipe pair reuses both L1 slots and needs a credit flag to reuse the ids
-    graph = load_opgraph(EXAMPLES / "double_buffer.json")
-    demo = load_hardware("double-buffer-demo")
-    hw = attrs.evolve(demo, sync=attrs.evolve(demo.sync, event_ids=1))
-    final, program, plan = finalize(solve(graph, hw, method="list"))
-    assert plan.stats.credits >= 1
-    placed = [p for p in final.items if p.space == "L1"]
-    assert address_edges(graph, placed)
-    check_plan(final, program, plan)
-    run_binary_flags(program, hw, 0)
-    assert verify(program, hw, jitter=3).ok
+    assert counts["address"] > 0 and counts["credits"] > 0, counts
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
