@@ -131,7 +131,24 @@ def test_mutations_are_always_reported(data):
     # restated cycles: conformance alone cannot catch the mutant
     report = verify(restate(mutant, hw), hw)
     note(report.text())
+    if name == "swap_ops" and _dead_swap(res.program, mutant):
+        # two ops that only write data nothing reads: if their writes stay ordered, the swap is
+        # not observable (an equivalent program); if not, it is a WAW race
+        assert {f.check for f in report.findings} <= {"race"}, sorted(report.kinds())
+        return
     assert _expected_found(report, PROPERTY_EXPECTED[name]), (name, sorted(report.kinds()))
+
+
+def _dead_swap(program, mutant) -> bool:
+    """Whether the micro-ops that ``mutant`` moved read nothing and write only items no op reads."""
+    read = {n for st_ in program.streams for ins in st_.instrs for n in ins.reads}
+    moved = [
+        ins
+        for old, new in zip(program.streams, mutant.streams, strict=True)
+        for ins, ins2 in zip(old.instrs, new.instrs, strict=True)
+        if ins != ins2 and not ins.is_sync
+    ]
+    return bool(moved) and all(not ins.reads and not set(ins.writes) & read for ins in moved)
 
 
 @settings(max_examples=examples(8), deadline=None)
