@@ -317,6 +317,12 @@ def reverse_cross_pair(p: Program, seed: int = 0) -> Program:
 
 def _acyclic(p: Program) -> bool:
     """Independent check that program order plus n-th set -> n-th wait has no cycle."""
+    return nx.is_directed_acyclic_graph(hb_graph(p))
+
+
+def hb_graph(p: Program) -> nx.DiGraph:
+    """Happens-before of a flags program as a graph of (stream, index) nodes: program order plus
+    n-th set -> n-th wait per flag key (an independent oracle, not the verifier's clocks)."""
     g = nx.DiGraph()
     sets: dict[tuple, list] = {}
     waits: dict[tuple, list] = {}
@@ -336,7 +342,67 @@ def _acyclic(p: Program) -> bool:
             (sets if ins.kind.startswith("set") else waits).setdefault(key, []).append((s, i))
     for key, ss in sets.items():
         g.add_edges_from(zip(ss, waits.get(key, []), strict=False))
-    return nx.is_directed_acyclic_graph(g)
+    return g
+
+
+def equivalent(program: Program, mutant: Program) -> bool:
+    """Whether a reordering mutant is the same program: every two conflicting accesses (same
+    GM item or tensor region, or overlapping bytes of one core's on-chip space, one of them a
+    write) are ordered by happens-before, in the same direction as in ``program``. Then no
+    check can (or should) tell them apart. Independent of the verifier."""
+
+    def orders(p: Program) -> dict[tuple[str, str], bool] | None:
+        g = hb_graph(p)
+        if not nx.is_directed_acyclic_graph(g):
+            return None
+        reach = {n: nx.descendants(g, n) for n in g}
+        items = {it.name: it for it in p.items}
+        acc = []
+        for s, st in enumerate(p.streams):
+            for i, ins in enumerate(st.instrs):
+                if ins.is_sync:
+                    continue
+                where = [(n, False) for n in ins.reads] + [(n, True) for n in ins.writes]
+                for name, write in where:
+                    it = items[name]
+                    if it.space in ("", "GM"):
+                        place = ("item", name, 0, 1)
+                    else:
+                        place = (it.core, it.space, it.offset, it.offset + it.bytes)
+                    acc.append(((s, i), ins.id, place, write))
+                if ins.kind in ("load", "store"):
+                    (r0, r1), (c0, c1) = dict(ins.attrs)["region"]
+                    acc.append(
+                        (
+                            (s, i),
+                            ins.id,
+                            ("gm", dict(ins.attrs)["tensor"], r0, r1, c0, c1),
+                            ins.kind == "store",
+                        )
+                    )
+        out: dict[tuple[str, str], bool] = {}
+        for (na, ida, pa, wa), (nb, idb, pb, wb) in itertools.combinations(acc, 2):
+            if ida == idb or not (wa or wb) or not _conflict(pa, pb):
+                continue
+            if nb in reach[na]:
+                out[(ida, idb)] = True
+            elif na in reach[nb]:
+                out[(ida, idb)] = False
+            else:
+                return None  # unordered: a race, not an equivalent program
+        return out
+
+    a, b = orders(program), orders(mutant)
+    if a is None or b is None:
+        return False
+    flip = {(y, x): not v for (x, y), v in b.items()}
+    return all(b.get(k, flip.get(k)) == v for k, v in a.items())
+
+
+def _conflict(pa: tuple, pb: tuple) -> bool:
+    if pa[0] == "gm" or pb[0] == "gm":
+        return pa[0] == pb[0] == "gm" and pa[1] == pb[1] and _meets((pa[2:4], pa[4:6]), (pb[2:4], pb[4:6]))
+    return pa[:2] == pb[:2] and pa[2] < pb[3] and pb[2] < pa[3]
 
 
 def load_before_store(p: Program, seed: int = 0) -> Program:

@@ -13,6 +13,7 @@ from mutations import (
     DATAFLOW_MUTATIONS,
     PROGRAM_MUTATIONS,
     NoCandidate,
+    equivalent,
     restate,
     reuse_is_legal,
     shrink_capacity,
@@ -131,50 +132,12 @@ def test_mutations_are_always_reported(data):
     # restated cycles: conformance alone cannot catch the mutant
     report = verify(restate(mutant, hw), hw)
     note(report.text())
-    if name == "swap_ops" and _dead_swap(res.program, mutant):
-        # two ops that only write data nothing reads: if their writes stay ordered, the swap is
-        # not observable (an equivalent program); if not, it is a WAW race
-        assert {f.check for f in report.findings} <= {"race"}, sorted(report.kinds())
+    if name in ("swap_ops", "hoist_above_wait") and equivalent(res.program, mutant):
+        # a reordering that keeps every conflicting pair of accesses ordered the same way (e.g.
+        # two writes of data nothing reads) is the same program: there is nothing to report
+        assert report.ok, report.text()
         return
     assert _expected_found(report, PROPERTY_EXPECTED[name]), (name, sorted(report.kinds()))
-
-
-def _dead_swap(program, mutant) -> bool:
-    """Whether the micro-ops that ``mutant`` moved read nothing and write only items no op reads."""
-    read = {n for st_ in program.streams for ins in st_.instrs for n in ins.reads}
-    moved = [
-        ins
-        for old, new in zip(program.streams, mutant.streams, strict=True)
-        for ins, ins2 in zip(old.instrs, new.instrs, strict=True)
-        if ins != ins2 and not ins.is_sync
-    ]
-    return bool(moved) and all(not ins.reads and not set(ins.writes) & read for ins in moved)
-
-
-@settings(max_examples=examples(8), deadline=None)
-@given(
-    tg=taskgraphs(),
-    mode=st.sampled_from(["flags", "timed"]),
-    pick=st.integers(0, 99),
-    seed=st.integers(0, 999),
-)
-def test_dataflow_and_cost_mutations_are_reported_on_taskgraph_programs(tg, mode, pick, seed):
-    hw = seed_hw()
-    program = _compile(tg, hw, "list", mode=mode).program
-    names = sorted(n for n, (_, _, modes) in DATAFLOW_MUTATIONS.items() if mode in modes)
-    for name in names[pick % len(names) :] + names[: pick % len(names)]:
-        fn, expected, _ = DATAFLOW_MUTATIONS[name]
-        try:
-            mutant = restate(fn(program, seed=seed), hw)
-        except NoCandidate:
-            continue
-        break
-    else:
-        raise AssertionError("every generated TaskGraph program has kinded ops to mutate")
-    note(f"mutation {name}")
-    report = verify(mutant, hw)
-    note(report.text())
-    assert expected in report.kinds(), (name, sorted(report.kinds()))
 
 
 @pytest.mark.parametrize("example", ["double_buffer.json", "matmul_bias_gelu.json", "chain.json"])
