@@ -346,12 +346,14 @@ def hb_graph(p: Program) -> nx.DiGraph:
 
 
 def equivalent(program: Program, mutant: Program) -> bool:
-    """Whether a reordering mutant is the same program: every two conflicting accesses (same
-    GM item or tensor region, or overlapping bytes of one core's on-chip space, one of them a
-    write) are ordered by happens-before, in the same direction as in ``program``. Then no
-    check can (or should) tell them apart. Independent of the verifier."""
+    """Whether a reordering mutant is the same program. Every two conflicting accesses (one a
+    write) must be ordered by happens-before; accesses of the same data (an item, or cells of a
+    GM tensor) in the same direction as in ``program``; and of two items sharing on-chip bytes,
+    one item's accesses all before the other's (which one first may change: that is only a
+    different use of the buffer). Then no check can (or should) tell the programs apart.
+    Independent of the verifier."""
 
-    def orders(p: Program) -> dict[tuple[str, str], bool] | None:
+    def orders(p: Program) -> dict[tuple, bool] | None:
         g = hb_graph(p)
         if not nx.is_directed_acyclic_graph(g):
             return None
@@ -362,41 +364,43 @@ def equivalent(program: Program, mutant: Program) -> bool:
             for i, ins in enumerate(st.instrs):
                 if ins.is_sync:
                     continue
-                where = [(n, False) for n in ins.reads] + [(n, True) for n in ins.writes]
-                for name, write in where:
+                for name, write in [(n, False) for n in ins.reads] + [(n, True) for n in ins.writes]:
                     it = items[name]
                     if it.space in ("", "GM"):
                         place = ("item", name, 0, 1)
                     else:
                         place = (it.core, it.space, it.offset, it.offset + it.bytes)
-                    acc.append(((s, i), ins.id, place, write))
+                    acc.append(((s, i), ins.id, name, place, write))
                 if ins.kind in ("load", "store"):
-                    (r0, r1), (c0, c1) = dict(ins.attrs)["region"]
-                    acc.append(
-                        (
-                            (s, i),
-                            ins.id,
-                            ("gm", dict(ins.attrs)["tensor"], r0, r1, c0, c1),
-                            ins.kind == "store",
-                        )
-                    )
-        out: dict[tuple[str, str], bool] = {}
-        for (na, ida, pa, wa), (nb, idb, pb, wb) in itertools.combinations(acc, 2):
+                    a = dict(ins.attrs)
+                    (r0, r1), (c0, c1) = a["region"]
+                    place = ("gm", a["tensor"], r0, r1, c0, c1)
+                    acc.append(((s, i), ins.id, place, place, ins.kind == "store"))
+        out: dict[tuple, bool] = {}
+        for (na, ida, da, pa, wa), (nb, idb, db, pb, wb) in itertools.combinations(acc, 2):
             if ida == idb or not (wa or wb) or not _conflict(pa, pb):
                 continue
             if nb in reach[na]:
-                out[(ida, idb)] = True
+                first = True
             elif na in reach[nb]:
-                out[(ida, idb)] = False
+                first = False
             else:
                 return None  # unordered: a race, not an equivalent program
+            if da == db:
+                out[("same", ida, idb)] = first
+            else:
+                # items sharing bytes: one direction for every pair of their accesses
+                key = ("shared", *sorted((str(da), str(db))))
+                before = first if str(da) < str(db) else not first
+                if out.setdefault(key, before) != before:
+                    return None
         return out
 
     a, b = orders(program), orders(mutant)
     if a is None or b is None:
         return False
-    flip = {(y, x): not v for (x, y), v in b.items()}
-    return all(b.get(k, flip.get(k)) == v for k, v in a.items())
+    flip = {("same", k[2], k[1]): not v for k, v in b.items() if k[0] == "same"}
+    return all(b.get(k, flip.get(k)) == v for k, v in a.items() if k[0] == "same")
 
 
 def _conflict(pa: tuple, pb: tuple) -> bool:
