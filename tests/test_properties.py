@@ -140,6 +140,32 @@ def test_mutations_are_always_reported(data):
     assert _expected_found(report, PROPERTY_EXPECTED[name]), (name, sorted(report.kinds()))
 
 
+@settings(max_examples=examples(8), deadline=None)
+@given(
+    tg=taskgraphs(),
+    mode=st.sampled_from(["flags", "timed"]),
+    pick=st.integers(0, 99),
+    seed=st.integers(0, 999),
+)
+def test_dataflow_and_cost_mutations_are_reported_on_taskgraph_programs(tg, mode, pick, seed):
+    hw = seed_hw()
+    program = _compile(tg, hw, "list", mode=mode).program
+    names = sorted(n for n, (_, _, modes) in DATAFLOW_MUTATIONS.items() if mode in modes)
+    for name in names[pick % len(names) :] + names[: pick % len(names)]:
+        fn, expected, _ = DATAFLOW_MUTATIONS[name]
+        try:
+            mutant = restate(fn(program, seed=seed), hw)
+        except NoCandidate:
+            continue
+        break
+    else:
+        raise AssertionError("every generated TaskGraph program has kinded ops to mutate")
+    note(f"mutation {name}")
+    report = verify(mutant, hw)
+    note(report.text())
+    assert expected in report.kinds(), (name, sorted(report.kinds()))
+
+
 @pytest.mark.parametrize("example", ["double_buffer.json", "matmul_bias_gelu.json", "chain.json"])
 def test_shrunk_capacity_is_reported(example):
     hw = "double-buffer-demo" if example == "double_buffer.json" else "seed-davinci"
