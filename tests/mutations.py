@@ -317,6 +317,12 @@ def reverse_cross_pair(p: Program, seed: int = 0) -> Program:
 
 def _acyclic(p: Program) -> bool:
     """Independent check that program order plus n-th set -> n-th wait has no cycle."""
+    return nx.is_directed_acyclic_graph(hb_graph(p))
+
+
+def hb_graph(p: Program) -> nx.DiGraph:
+    """Happens-before of a flags program as a graph of (stream, index) nodes: program order plus
+    n-th set -> n-th wait per flag key (an independent oracle, not the verifier's clocks)."""
     g = nx.DiGraph()
     sets: dict[tuple, list] = {}
     waits: dict[tuple, list] = {}
@@ -336,7 +342,71 @@ def _acyclic(p: Program) -> bool:
             (sets if ins.kind.startswith("set") else waits).setdefault(key, []).append((s, i))
     for key, ss in sets.items():
         g.add_edges_from(zip(ss, waits.get(key, []), strict=False))
-    return nx.is_directed_acyclic_graph(g)
+    return g
+
+
+def equivalent(program: Program, mutant: Program) -> bool:
+    """Whether a reordering mutant is the same program. Every two conflicting accesses (one a
+    write) must be ordered by happens-before; accesses of the same data (an item, or cells of a
+    GM tensor) in the same direction as in ``program``; and of two items sharing on-chip bytes,
+    one item's accesses all before the other's (which one first may change: that is only a
+    different use of the buffer). Then no check can (or should) tell the programs apart.
+    Independent of the verifier."""
+
+    def orders(p: Program) -> dict[tuple, bool] | None:
+        g = hb_graph(p)
+        if not nx.is_directed_acyclic_graph(g):
+            return None
+        reach = {n: nx.descendants(g, n) for n in g}
+        items = {it.name: it for it in p.items}
+        acc = []
+        for s, st in enumerate(p.streams):
+            for i, ins in enumerate(st.instrs):
+                if ins.is_sync:
+                    continue
+                for name, write in [(n, False) for n in ins.reads] + [(n, True) for n in ins.writes]:
+                    it = items[name]
+                    if it.space in ("", "GM"):
+                        place = ("item", name, 0, 1)
+                    else:
+                        place = (it.core, it.space, it.offset, it.offset + it.bytes)
+                    acc.append(((s, i), ins.id, name, place, write))
+                if ins.kind in ("load", "store"):
+                    a = dict(ins.attrs)
+                    (r0, r1), (c0, c1) = a["region"]
+                    place = ("gm", a["tensor"], r0, r1, c0, c1)
+                    acc.append(((s, i), ins.id, place, place, ins.kind == "store"))
+        out: dict[tuple, bool] = {}
+        for (na, ida, da, pa, wa), (nb, idb, db, pb, wb) in itertools.combinations(acc, 2):
+            if ida == idb or not (wa or wb) or not _conflict(pa, pb):
+                continue
+            if nb in reach[na]:
+                first = True
+            elif na in reach[nb]:
+                first = False
+            else:
+                return None  # unordered: a race, not an equivalent program
+            if da == db:
+                out[("same", ida, idb)] = first
+            else:
+                # items sharing bytes: one direction for every pair of their accesses
+                key = ("shared", *sorted((str(da), str(db))))
+                before = first if str(da) < str(db) else not first
+                if out.setdefault(key, before) != before:
+                    return None
+        return out
+
+    a, b = orders(program), orders(mutant)
+    if a is None or b is None:
+        return False
+    flip = {("same", k[2], k[1]): not v for k, v in b.items() if k[0] == "same"}
+    return all(b.get(k, flip.get(k)) == v for k, v in a.items() if k[0] == "same")
+
+
+def _conflict(pa: tuple, pb: tuple) -> bool:
+    if pa[0] == "gm" or pb[0] == "gm":
+        return pa[0] == pb[0] == "gm" and pa[1] == pb[1] and _meets((pa[2:4], pa[4:6]), (pb[2:4], pb[4:6]))
+    return pa[:2] == pb[:2] and pa[2] < pb[3] and pb[2] < pa[3]
 
 
 def load_before_store(p: Program, seed: int = 0) -> Program:
@@ -459,6 +529,36 @@ def restate(p: Program, hw: Hardware | str | None = None) -> Program:
     """The program with every stated cycle, live range and the makespan rewritten from its own
     replay, so that conformance alone cannot catch a mutant."""
     return retime(p, hw if hw is not None else p.hw)
+
+
+def reuse_is_legal(program, mutant) -> bool:
+    """Independent oracle (networkx reachability over the original program): does the WAIT
+    of the id the mutant reuses happen before the relabelled SET?"""
+    g = nx.DiGraph()
+    sets: dict[tuple, list] = {}
+    waits: dict[tuple, list] = {}
+    for s, stream in enumerate(program.streams):
+        for i, ins in enumerate(stream.instrs):
+            if i:
+                g.add_edge((s, i - 1), (s, i))
+            if ins.kind == "set_flag":
+                sets.setdefault((stream.core, ins.src, ins.dst, ins.event), []).append((s, i))
+            elif ins.kind == "wait_flag":
+                waits.setdefault((stream.core, ins.src, ins.dst, ins.event), []).append((s, i))
+    for key, ss in sets.items():
+        for a, b in zip(ss, waits.get(key, []), strict=False):
+            g.add_edge(a, b)
+    for s, (old, new) in enumerate(zip(program.streams, mutant.streams, strict=True)):
+        for i, (x, y) in enumerate(zip(old.instrs, new.instrs, strict=True)):
+            if x.kind == "set_flag" and x.event != y.event:
+                key = (old.core, x.src, x.dst, y.event)
+                before = [w for w in sets.get(key, []) if w[0] == s and w[1] < i]
+                if not before:
+                    return False
+                n = sets[key].index(before[-1])
+                paired = waits.get(key, [])
+                return n < len(paired) and nx.has_path(g, paired[n], (s, i))
+    return False
 
 
 #: program mutations and the (check, kind) each must be caught with

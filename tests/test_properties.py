@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import json
 
-import networkx as nx
 import pytest
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
-from mutations import DATAFLOW_MUTATIONS, PROGRAM_MUTATIONS, NoCandidate, restate, shrink_capacity
+from mutations import (
+    DATAFLOW_MUTATIONS,
+    PROGRAM_MUTATIONS,
+    NoCandidate,
+    equivalent,
+    restate,
+    reuse_is_legal,
+    shrink_capacity,
+)
 from strategies import examples, hardware_models, opgraphs, seed_hw, taskgraphs
 
 from staticsched.api import compile_graph
@@ -120,11 +127,16 @@ def test_mutations_are_always_reported(data):
     else:
         assume(False)  # nothing to mutate (e.g. one op and no flags)
     note(f"mutation {name}")
-    if name == "reuse_id_early" and _reuse_is_legal(res.program, mutant):
+    if name == "reuse_id_early" and reuse_is_legal(res.program, mutant):
         return  # the earlier WAIT already happens-before the SET: reusing its id is correct
     # restated cycles: conformance alone cannot catch the mutant
     report = verify(restate(mutant, hw), hw)
     note(report.text())
+    if name in ("swap_ops", "hoist_above_wait") and equivalent(res.program, mutant):
+        # a reordering that keeps every conflicting pair of accesses ordered the same way (e.g.
+        # two writes of data nothing reads) is the same program: there is nothing to report
+        assert report.ok, report.text()
+        return
     assert _expected_found(report, PROPERTY_EXPECTED[name]), (name, sorted(report.kinds()))
 
 
@@ -152,36 +164,6 @@ def test_dataflow_and_cost_mutations_are_reported_on_taskgraph_programs(tg, mode
     report = verify(mutant, hw)
     note(report.text())
     assert expected in report.kinds(), (name, sorted(report.kinds()))
-
-
-def _reuse_is_legal(program, mutant) -> bool:
-    """Independent oracle (networkx reachability over the original program): does the WAIT
-    of the id the mutant reuses happen before the relabelled SET?"""
-    g = nx.DiGraph()
-    sets: dict[tuple, list] = {}
-    waits: dict[tuple, list] = {}
-    for s, stream in enumerate(program.streams):
-        for i, ins in enumerate(stream.instrs):
-            if i:
-                g.add_edge((s, i - 1), (s, i))
-            if ins.kind == "set_flag":
-                sets.setdefault((stream.core, ins.src, ins.dst, ins.event), []).append((s, i))
-            elif ins.kind == "wait_flag":
-                waits.setdefault((stream.core, ins.src, ins.dst, ins.event), []).append((s, i))
-    for key, ss in sets.items():
-        for a, b in zip(ss, waits.get(key, []), strict=False):
-            g.add_edge(a, b)
-    for s, (old, new) in enumerate(zip(program.streams, mutant.streams, strict=True)):
-        for i, (x, y) in enumerate(zip(old.instrs, new.instrs, strict=True)):
-            if x.kind == "set_flag" and x.event != y.event:
-                key = (old.core, x.src, x.dst, y.event)
-                before = [w for w in sets.get(key, []) if w[0] == s and w[1] < i]
-                if not before:
-                    return False
-                n = sets[key].index(before[-1])
-                paired = waits.get(key, [])
-                return n < len(paired) and nx.has_path(g, paired[n], (s, i))
-    return False
 
 
 @pytest.mark.parametrize("example", ["double_buffer.json", "matmul_bias_gelu.json", "chain.json"])

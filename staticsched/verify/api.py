@@ -127,13 +127,12 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
     found: dict[str, list[Finding]] = {c: [] for c in CHECKS}
     ix = clock.run("index", ProgramIndex, program, hw)
     found["input"].extend(ix.problems)
-    found["flag"].extend(clock.run("flags", static_flag_findings, ix))
-
-    rep = clock.run("replay", simulate, ix)
     # the jittered replays need nothing but the index (and the nominal data with numeric): start
     # them now, in worker processes for a big program, and collect them at the end
     pending = clock.run("jitter", jitter_start, ix, jitter, seed) if jitter and not numeric else None
     try:
+        found["flag"].extend(clock.run("flags", static_flag_findings, ix))
+        rep = clock.run("replay", simulate, ix)
         found["flag"].extend(double_set_findings(ix, rep.double_sets))
         found["deadlock"].extend(_deadlock_findings(ix, rep))
 
