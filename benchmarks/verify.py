@@ -90,7 +90,7 @@ def chip_program(cache: Path):
     unchanged (the model, solver and emitter code, the graph and the hardware preset)."""
     from staticsched.api import compile_graph
     from staticsched.emit import dumps_program_json
-    from staticsched.emit.load import load_program
+    from staticsched.formats.load import load_program
 
     digest = hashlib.sha256(CHIP_GRAPH.read_bytes())
     for sub in ("model", "solver", "emit", "presets"):

@@ -9,9 +9,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from staticsched.emit.program_json import dumps_program_json
-from staticsched.emit.program_text import dumps_program_text
 from staticsched.errors import InputError, ProgramError
+from staticsched.formats.program_json import dumps_program_json
+from staticsched.formats.program_text import dumps_program_text
 from staticsched.model.program import Program, Stream
 from staticsched.verify import Report, verify
 from staticsched.verify.samples import matmul_program, pingpong_program

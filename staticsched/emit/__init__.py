@@ -10,9 +10,6 @@ from staticsched.emit.build import build_program, finalize, replay_cycles
 from staticsched.emit.bundles import bundle_lines, dumps_bundles
 from staticsched.emit.files import OUTPUT_FILES, OutputChoice, choose_outputs, render_outputs, write_outputs
 from staticsched.emit.gantt import render_gantt
-from staticsched.emit.load import load_program, loads_program
-from staticsched.emit.program_json import dumps_program_json, program_from_dict, program_to_dict
-from staticsched.emit.program_text import dumps_program_text, parse_program_text
 from staticsched.emit.summary import phase_table, summary_lines, tiling_lines
 from staticsched.emit.sync import Flag, PlanStream, SyncPlan, SyncStats, plan_sync, plan_timed
 from staticsched.emit.timetable import (
@@ -22,6 +19,9 @@ from staticsched.emit.timetable import (
     timetable_to_dict,
 )
 from staticsched.emit.trace import dumps_trace, trace_lines
+from staticsched.formats.load import load_program, loads_program
+from staticsched.formats.program_json import dumps_program_json, program_from_dict, program_to_dict
+from staticsched.formats.program_text import dumps_program_text, parse_program_text
 
 __all__ = [
     "OUTPUT_FILES",

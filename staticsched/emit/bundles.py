@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from staticsched.emit.encoding import MNEMONIC, quote
+from staticsched.formats.encoding import MNEMONIC, quote
 from staticsched.model.program import Instr, Program
 
 #: at most this many cycle lines are written; the file says when it stops early

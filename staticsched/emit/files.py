@@ -23,13 +23,12 @@ from staticsched._atomic import dir_mode, file_mode
 from staticsched.emit import (  # the modules, not the package: no import circle
     bundles,
     gantt,
-    program_json,
-    program_text,
     timetable,
     trace,
 )
 from staticsched.emit.sync import SyncPlan
 from staticsched.errors import InputError
+from staticsched.formats import program_json, program_text
 from staticsched.model.program import Program
 from staticsched.model.schedule import Schedule
 

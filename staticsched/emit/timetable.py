@@ -10,9 +10,9 @@ import csv
 import io
 from typing import Any
 
-from staticsched.emit.jsonfmt import dumps_json
 from staticsched.emit.summary import tilings
 from staticsched.emit.sync import SyncPlan
+from staticsched.formats.jsonfmt import dumps_json
 from staticsched.model.links import link_usage, rate_text
 from staticsched.model.schedule import Schedule
 from staticsched.model.traffic import gm_traffic

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from json.encoder import encode_basestring_ascii as _q
 
-from staticsched.emit.jsonfmt import encode
+from staticsched.formats.jsonfmt import encode
 from staticsched.model.links import link_usage, rate_text
 from staticsched.model.schedule import Schedule
 

@@ -54,7 +54,7 @@ class _Timer:
 
 def _load_program(path: str | Path) -> Program:
     # the reader module only: the rest of staticsched.emit (the sync planner) stays unimported
-    from staticsched.emit.load import load_program
+    from staticsched.formats.load import load_program
 
     return load_program(path)
 
@@ -75,7 +75,7 @@ def verify(
     ----------
     program
         A :class:`Program`, or the path of a program file (text or JSON, read with
-        ``staticsched.emit.load_program``).
+        ``staticsched.formats.load_program``).
     hw
         The hardware model, a preset name or a TOML path.
     jitter

@@ -9,8 +9,8 @@ import json
 import re
 from typing import NamedTuple
 
-from staticsched.emit.encoding import ARROW, KIND_OF, MNEMONIC, attr_types, check_encodable, quote
 from staticsched.errors import ProgramError
+from staticsched.formats.encoding import ARROW, KIND_OF, MNEMONIC, attr_types, check_encodable, quote
 from staticsched.model.opgraph import Tensor
 from staticsched.model.opkinds import format_attr, parse_attr
 from staticsched.model.program import FORMAT, VERSION, Instr, ProgItem, Program, Stream

@@ -12,9 +12,9 @@ from typing import Any
 import attrs
 
 from staticsched._fields import Problems, check_keys, get_int, get_list, get_str, get_str_list
-from staticsched.emit.encoding import MNEMONIC, attr_from_json, attr_types, check_encodable
-from staticsched.emit.jsonfmt import dumps_json, encode
 from staticsched.errors import ProgramError
+from staticsched.formats.encoding import MNEMONIC, attr_from_json, attr_types, check_encodable
+from staticsched.formats.jsonfmt import dumps_json, encode
 from staticsched.model.opgraph import Tensor
 from staticsched.model.opkinds import attr_to_json
 from staticsched.model.program import FORMAT, VERSION, Instr, ProgItem, Program, Stream

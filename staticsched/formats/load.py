@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from staticsched._fields import read_text_file
-from staticsched.emit.program_json import program_from_dict
-from staticsched.emit.program_text import parse_program_text
 from staticsched.errors import ProgramError
+from staticsched.formats.program_json import program_from_dict
+from staticsched.formats.program_text import parse_program_text
 from staticsched.model.program import Program
 
 
