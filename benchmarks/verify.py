@@ -6,7 +6,7 @@ The headline row is the whole chip: the program ``staticsched.compile_graph`` em
 jittered replays (issue 9.6 target: 10 s on the 2-core machine). Compiling it takes 1-2
 minutes, so the emitted program is cached (``--cache``, keyed by the sources it depends on).
 
-The other rows come from :func:`staticsched.verify.samples.matmul_program`: the seed's
+The other rows come from :func:`benchmarks.samples.matmul_program`: the seed's
 double-buffered MTE2 -> MTE1 -> CUBE -> FIXPIPE -> MTE3 pipeline with one flag per
 cross-pipe dependency and credit flags for buffer reuse, timed by a nominal replay (one core
 of the 4096^3 GEMM: 64 output tiles x 32 K-steps = 10,368 micro-ops on core 0).
@@ -39,9 +39,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.samples import matmul_program
 from staticsched.model.hardware import load_hardware
 from staticsched.verify import verify
-from staticsched.verify.samples import matmul_program
 
 HW = load_hardware("seed-davinci")
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,12 +9,12 @@ from pathlib import Path
 import attrs
 import pytest
 
+from benchmarks.samples import matmul_program, pingpong_program
 from staticsched.errors import InputError, ProgramError
 from staticsched.formats.program_json import dumps_program_json
 from staticsched.formats.program_text import dumps_program_text
 from staticsched.model.program import Program, Stream
 from staticsched.verify import Report, verify
-from staticsched.verify.samples import matmul_program, pingpong_program
 
 
 def timed(p: Program) -> Program:
@@ -101,7 +101,7 @@ def test_verifier_does_not_import_the_solver_or_the_sync_planner():
     code = (
         "import sys\n"
         "from staticsched.verify import verify\n"
-        "from staticsched.verify.samples import matmul_program\n"
+        "from benchmarks.samples import matmul_program\n"
         "assert verify(matmul_program(), 'seed-davinci', numeric=True, jitter=1).ok\n"
         "banned = ('staticsched.solver', 'staticsched.emit.sync')\n"
         "bad = sorted(m for m in sys.modules if m.startswith(banned))\n"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import attrs
 
+from benchmarks.samples import pingpong_program
 from staticsched.model.hardware import load_hardware
 from staticsched.model.program import Instr, ProgItem, Program, Stream
 from staticsched.verify import retime, verify
-from staticsched.verify.samples import pingpong_program
 
 HW = load_hardware("seed-davinci")
 

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.samples import matmul_program
 from staticsched.errors import StaticschedError
 from staticsched.model.program import Instr, Program, Stream
 from staticsched.verify import Report, verify
-from staticsched.verify.samples import matmul_program
 
 HW = "seed-davinci"
 BASE = matmul_program(m=48, n=32, k=64)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from benchmarks.samples import pingpong_program
 from staticsched.verify import verify
-from staticsched.verify.samples import pingpong_program
 
 DEMO = "double-buffer-demo"
 

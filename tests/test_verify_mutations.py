@@ -8,11 +8,11 @@ import attrs
 import pytest
 from mutations import PROGRAM_MUTATIONS, corrupt_load_region, shrink_capacity
 
+from benchmarks.samples import matmul_program, pingpong_program
 from staticsched.model.hardware import load_hardware
 from staticsched.model.opgraph import Tensor
 from staticsched.model.program import Instr, ProgItem, Program, Stream
 from staticsched.verify import retime, verify
-from staticsched.verify.samples import matmul_program, pingpong_program
 
 
 @functools.cache

@@ -5,11 +5,11 @@ from __future__ import annotations
 import attrs
 from mutations import reuse_id_early
 
+from benchmarks.samples import matmul_program
 from staticsched.model.hardware import load_hardware
 from staticsched.verify.index import ProgramIndex
 from staticsched.verify.jitter import jitter_findings
 from staticsched.verify.replay import simulate
-from staticsched.verify.samples import matmul_program
 
 HW = load_hardware("seed-davinci")
 

@@ -156,7 +156,7 @@ def _names(value: Any) -> bool:
     return type(value) is list and all(type(name) is str for name in value)
 
 
-def _instr_fast(body: Any) -> Instr | None:
+def _instr_from_dict_quick(body: Any) -> Instr | None:
     """The instruction of a well-formed record, or None to leave it (and the error messages)
     to :func:`_instr_from_dict`; accepts exactly what that accepts without a problem. Plain
     field-by-field checks: this runs once per instruction."""
@@ -192,7 +192,7 @@ def _instr_fast(body: Any) -> Instr | None:
 
 
 def _instr_from_dict(body: Any, where: str, pr: Problems) -> Instr | None:
-    fast = _instr_fast(body)
+    fast = _instr_from_dict_quick(body)
     if fast is not None:
         return fast
     if not isinstance(body, dict):

@@ -239,7 +239,7 @@ _FLAG_KINDS = ("set_flag", "wait_flag")
 _CROSS_KINDS = ("set_cross", "wait_cross")
 
 
-def _fast_instr(raw: str) -> Instr | None:
+def _parse_instr_quick(raw: str) -> Instr | None:
     """The instruction on a line without string literals, or None to leave it (and any error
     message) to the general tokenizer. Accepts exactly what :func:`_parse_instr` accepts."""
     if not _PLAIN.match(raw):
@@ -343,7 +343,7 @@ def parse_program_text(text: str) -> Program:
                 raw = content_raw()
                 if raw is None:
                     line.fail(f"stream {core} {unit} announces {count} instructions, the file ends after {k}")
-                ins = _fast_instr(raw)
+                ins = _parse_instr_quick(raw)
                 instrs.append(ins if ins is not None else _parse_instr(_Line(n, raw)))
             streams.append(Stream(core, unit, instrs))
         elif word == "end":
