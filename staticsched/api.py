@@ -95,6 +95,7 @@ def compile_graph(
     mode: str = "flags",
     op_budget: int | None = DEFAULT_OP_BUDGET,
     progress: Progress | Callable[[str], None] | None = None,
+    wall_clock: bool = False,
 ) -> Compiled:
     """Lower, check, solve, plan sync and build the program.
 
@@ -121,7 +122,8 @@ def compile_graph(
     with rep.phase("solve"):
         # without flags (timed mode) the event-id budgets constrain nothing
         raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
-                    progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags")
+                    progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags",
+                    time_mode="wall" if wall_clock else "deterministic")
     final, program, plan = finalize(raw, mode=mode, progress=rep)
     return Compiled(og, final, program, plan, rep.timings[done:])
 
@@ -136,6 +138,7 @@ def schedule(
     method: str = "cpsat",
     mode: str = "flags",
     op_budget: int | None = DEFAULT_OP_BUDGET,
+    wall_clock: bool = False,
 ) -> Schedule:
     """Schedule a task graph or op graph on a hardware model.
 
@@ -146,17 +149,30 @@ def schedule(
     hw : Hardware, str or Path
         A hardware model, a preset name (``"seed-davinci"``) or a TOML path.
     time_limit : float
-        Wall-clock seconds the search may take; the result says if this limit stopped it.
+        Seconds granted to the search (CP-SAT and the windowed LNS, building their models
+        included); lowering, list scheduling, sync planning and building the program come on
+        top. A run that does not prove optimality searches for most of it and never longer.
+        By default the search is bounded by deterministic work calibrated to fill about 80%
+        of ``time_limit`` on the reference machine, so results are reproducible; if the
+        machine is slower or busy and the wall clock reaches ``time_limit`` first, the search
+        stops there and ``stop_reason`` says ``not reproducible``.
     seed : int
-        Random seed of the search; same inputs and seed give identical results.
+        Random seed of the search; same inputs, seed and workers give identical results
+        (unless ``wall_clock``).
     workers : int
-        Processes for independent per-core subproblems.
+        CP-SAT workers per problem (its deterministic interleaved search) and, when the graph
+        splits into several distinct per-core problems, processes solving them side by side.
+        Different worker counts may give different (equally reproducible) schedules.
     method : {"cpsat", "list"}
         CP-SAT (warm-started from the list schedule) or the list scheduler alone.
     mode : {"flags", "timed"}
         Program form used when planning sync.
     op_budget : int or None
         Refuse TaskGraphs whose lowering would exceed this many ops.
+    wall_clock : bool
+        Search until the wall clock reaches ``time_limit`` (all of it, with CP-SAT's fastest,
+        non-deterministic parallel search when ``workers > 1``). The result is not
+        reproducible and its ``stop_reason`` says so.
 
     Returns
     -------
@@ -170,5 +186,5 @@ def schedule(
     """
     return compile_graph(
         graph, hw, time_limit=time_limit, seed=seed, workers=workers, method=method, mode=mode,
-        op_budget=op_budget,
+        op_budget=op_budget, wall_clock=wall_clock,
     ).schedule

@@ -5,8 +5,9 @@ Data in the OR-Library format: per job, (machine, duration) pairs in processing 
 
 import pytest
 
-from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
-from staticsched.model.opgraph import Op, OpGraph
+from staticsched.model.hardware import Hardware
+from staticsched.model.opgraph import OpGraph
+from staticsched.model.synthetic import job_shop
 from staticsched.solver import solve
 
 # Fisher & Thompson (1963) 6x6, optimum 55
@@ -36,21 +37,7 @@ LA01 = """
 
 def jobshop(text: str) -> tuple[OpGraph, Hardware]:
     rows = [[int(x) for x in line.split()] for line in text.strip().splitlines()]
-    n_machines = len(rows[0]) // 2
-    ops = []
-    for j, row in enumerate(rows):
-        for k in range(n_machines):
-            deps = [f"j{j}.{k - 1}"] if k else []
-            ops.append(Op(f"j{j}.{k}", f"M{row[2 * k]}", row[2 * k + 1], deps=deps))
-    # flags are not the point here: a generous id budget and no latency
-    hw = Hardware(
-        "jobshop",
-        1,
-        [Unit(f"M{m}") for m in range(n_machines)],
-        [Space("GM", 0)],
-        SyncModel(event_ids=64, flag_latency=0),
-    )
-    return OpGraph([], ops), hw
+    return job_shop([list(zip(row[::2], row[1::2], strict=True)) for row in rows])
 
 
 @pytest.mark.parametrize(("text", "optimum"), [(FT06, 55), (LA01, 666)], ids=["ft06", "la01"])
@@ -81,3 +68,31 @@ def test_list_schedule_is_a_feasible_upper_bound():
     s = solve(graph, hw, method="list")
     assert s.verify() == ()
     assert s.makespan >= 666
+
+
+def test_stored_instances_match_the_typed_copies_and_the_peer_proves_ft06():
+    # benchmarks/jobshop/ holds the OR-Library data the benchmark and the peer use
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        from jssp import FAMILY, INSTANCES, load_jobshop, parse_orlib
+        from peer_cpsat import peer_solve
+    finally:
+        sys.path.remove(str(bench))
+    for name, text in (("ft06", FT06), ("la01", LA01)):
+        typed = [[int(x) for x in line.split()] for line in text.strip().splitlines()]
+        stored = parse_orlib((bench / "jobshop" / f"{name}.txt").read_text())
+        assert [[v for pair in job for v in pair] for job in stored] == typed
+    required = {"ft06", "ft10", "ft20", *(f"la{i:02d}" for i in range(1, 41))}
+    required |= {f"ta{i:02d}" for i in range(1, 11)}
+    assert required <= set(FAMILY)
+    for name in sorted(INSTANCES):
+        graph, hw, info = load_jobshop(name)
+        assert len(graph.ops) == info.jobs * info.machines
+        assert info.lower <= info.best
+    graph, hw, info = load_jobshop("ft06")
+    peer = peer_solve(graph, hw, time_limit=10)
+    assert (peer.status, peer.makespan) == ("OPTIMAL", info.optimum)

@@ -8,6 +8,13 @@ from staticsched.model import synthetic
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.solver import build_problems, list_schedule, lower_bound, solve
+from staticsched.solver.budget import (
+    STOP_CONVERGED,
+    STOP_DETERMINISTIC,
+    STOP_OPTIMAL,
+    STOP_WALL_NET,
+    Clock,
+)
 from staticsched.solver.cpmodel import build_model, solve_cpsat
 from staticsched.solver.feasibility import model_violations
 from staticsched.solver.lns import improve_lns
@@ -51,7 +58,8 @@ def test_wall_clock_safety_net_is_reported():
     tt = list_schedule(prob)
     # a large deterministic budget and almost no wall time: the wall clock must stop it
     res = solve_cpsat(prob, tt, lower_bound(prob).value, det_limit=1e6, wall_limit=0.2)
-    assert res.stop_reason == "wall_clock_limit"
+    assert res.stop_reason == STOP_WALL_NET
+    assert "not reproducible" in res.stop_reason
     assert res.wall < 5
 
 
@@ -60,21 +68,22 @@ def test_time_limit_holds_and_says_what_stopped():
     s = solve(graph, hw, time_limit=1.0)
     assert s.verify() == ()
     assert float(dict(s.stats)["seconds"]) < 3.0
-    assert s.stop_reason in ("wall_clock_limit", "deterministic_limit", "optimal")
+    assert s.stop_reason in (STOP_WALL_NET, STOP_DETERMINISTIC, STOP_OPTIMAL, STOP_CONVERGED)
 
 
 def test_lns_keeps_the_model_and_improves_a_long_pipeline():
     graph, hw = tile_pipeline(150)
     ((prob, _),) = build_problems(graph, hw)
     tt = list_schedule(prob)
-    res = improve_lns(prob, tt, rounds=6, det_limit=0.3, wall_limit=60)
+    clock = Clock("deterministic", 1e6, 60).start()
+    res = improve_lns(prob, tt, seconds=1e6, clock=clock, max_windows=6)
     assert res.rounds == 6 and res.stop_reason == "deterministic_limit"
     assert model_violations(prob, res.timetable.starts, res.timetable.offsets) == []
     before = max(s + d for s, d in zip(semi_active(prob, tt.starts, tt.offsets), prob.dur, strict=True))
     starts = semi_active(prob, res.timetable.starts, res.timetable.offsets)
     after = max(s + d for s, d in zip(starts, prob.dur, strict=True))
     assert res.improved > 0 and after < before
-    again = improve_lns(prob, tt, rounds=6, det_limit=0.3, wall_limit=60)
+    again = improve_lns(prob, tt, seconds=1e6, clock=Clock("deterministic", 1e6, 60).start(), max_windows=6)
     assert again.timetable == res.timetable
 
 

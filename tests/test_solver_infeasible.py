@@ -92,6 +92,7 @@ def test_fan_out_beyond_a_single_cross_core_id_still_schedules():
         {"time_limit": float("nan")},  # not a number of seconds
         {"workers": 0},  # no worker
         {"seed": 1.5},  # not an integer
+        {"time_mode": "sundial"},  # neither deterministic nor wall
     ],
 )
 def test_bad_arguments_are_input_errors(kwargs):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
 from staticsched.model.opgraph import Item, Op, OpGraph
@@ -34,3 +35,28 @@ def tile_pipeline(
         SyncModel(event_ids=event_ids, flag_latency=flag_latency),
     )
     return OpGraph(items, ops), hw
+
+
+def job_shop(jobs: Sequence[Sequence[tuple[int, int]]]) -> tuple[OpGraph, Hardware]:
+    """A classic job shop as an OpGraph: one core, one unit ``M<k>`` per machine, each job a
+    chain of explicit dependencies over its ``(machine, duration)`` operations, no memory, no
+    flag latency and an event-id budget too large to matter.
+
+    Returns
+    -------
+    (OpGraph, Hardware)
+        Ops ``j<job>.<step>`` in job order.
+    """
+    machines = 1 + max(m for job in jobs for m, _ in job)
+    ops = []
+    for j, job in enumerate(jobs):
+        for k, (m, d) in enumerate(job):
+            ops.append(Op(f"j{j}.{k}", f"M{m}", d, deps=[f"j{j}.{k - 1}"] if k else []))
+    hw = Hardware(
+        "jobshop",
+        1,
+        [Unit(f"M{m}") for m in range(machines)],
+        [Space("GM", 0)],
+        SyncModel(event_ids=64, flag_latency=0),
+    )
+    return OpGraph([], ops), hw

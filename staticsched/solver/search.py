@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
@@ -27,8 +28,12 @@ def run_search(
     model: cp_model.CpModel,
     callback: cp_model.CpSolverSolutionCallback | None,
     wall_limit: float,
+    on_start: Callable[[Callable[[], None]], None] | None = None,
 ) -> tuple[cp_model.cp_model_pb2.CpSolverStatus, bool]:
     """Solve ``model``; return the status and whether the wall-clock watchdog stopped it.
+
+    ``on_start`` receives the search's stop function as it starts (another lane of a
+    portfolio may stop this one once it has proven the optimum).
 
     Raises
     ------
@@ -51,6 +56,8 @@ def run_search(
     fired = False
     worker = threading.Thread(target=work, name="cp-sat", daemon=True)
     worker.start()
+    if on_start is not None:
+        on_start(solver.stop_search)
     try:
         while not done.wait(POLL):
             if not fired and time.monotonic() > deadline:

@@ -20,35 +20,39 @@ from staticsched.errors import InputError
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.schedule import OpTime, Placement, Schedule
+from staticsched.options import METHODS
 from staticsched.solver.bounds import lower_bound
+from staticsched.solver.budget import (
+    STOP_DETERMINISTIC,
+    STOP_MODEL_OPTIMAL,
+    STOP_OPTIMAL,
+    STOP_WALL_MODE,
+    STOP_WALL_MODE_OPTIMAL,
+    STOP_WALL_NET,
+    TIME_MODES,
+    Clock,
+    Shape,
+    det_rate,
+)
 from staticsched.solver.cpmodel import solve_cpsat
 from staticsched.solver.explain import explain_stuck, precheck
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
-from staticsched.solver.lns import improve_lns, plan_rounds
+from staticsched.solver.lns import improve_lns
 from staticsched.solver.normalize import semi_active
+from staticsched.solver.portfolio import FULL_LIMIT, plan, solve_whole
 from staticsched.solver.problem import Problem, ProblemMap, build_problems, relax_event_budgets
-
-METHODS = ("cpsat", "list")
-#: Problems up to ``WHOLE_ONLY_LIMIT`` ops are solved by CP-SAT as one model; up to
-#: ``FULL_LIMIT`` by the whole model with half the budget and then windowed LNS from its best;
-#: larger ones by windowed LNS alone. Measured (benchmarks/solver.py): on heterogeneous tile
-#: pipelines of 300, 900 and 1,500 ops the whole model did not improve the list schedule in
-#: 8-120 s while the rolling LNS gained 1.8%, 0.34% and 0.23%; on examples/chain.json (302
-#: ops, tasks chained across cores) the whole model proves the optimum (702) in 0.1 s where
-#: the LNS stops at 705; job shops up to 100 ops are proven optimal as a whole.
-WHOLE_ONLY_LIMIT = 250
-FULL_LIMIT = 1500
-#: deterministic-time units granted per second of ``time_limit``: CP-SAT advanced 0.02-0.08
-#: units per wall second on these models (2-core machine), so the budget normally ends the
-#: search well before the wall-clock safety net
-DET_RATE = 0.03
 
 _RANK = {"optimal": 0, "feasible": 1, "heuristic": 2}
 
 
 @attrs.frozen
 class SubResult:
-    """The solution of one problem (local indices), or ``stuck`` when none was found."""
+    """The solution of one problem (local indices), or ``stuck`` when none was found.
+
+    ``exact`` says whether the solver's model of the problem is exactly the user's problem
+    (see :func:`model_is_exact`): only then is a CP-SAT proof an optimality proof. ``spent``
+    is the calibrated seconds the search used (:mod:`.budget`).
+    """
 
     starts: tuple[int, ...] = attrs.field(converter=tuple)
     offsets: tuple[int, ...] = attrs.field(converter=tuple)
@@ -65,6 +69,10 @@ class SubResult:
     seconds: float = 0.0
     #: the event-id budgets were dropped because the list scheduler got stuck on them
     relaxed: bool = False
+    exact: bool = True
+    spent: float = 0.0
+    det_time: float = 0.0
+    search_seconds: float = 0.0
 
 
 def solve(
@@ -75,6 +83,7 @@ def solve(
     time_limit: float = 60.0,
     seed: int = 0,
     workers: int = 1,
+    time_mode: str = "deterministic",
     progress: Callable[[str], None] | None = None,
     event_budgets: bool = True,
 ) -> Schedule:
@@ -85,16 +94,26 @@ def solve(
     graph, hw
         The caller has already run ``graph.check(hw)``.
     method : {"cpsat", "list"}
-        ``"list"``: the list scheduler alone. ``"cpsat"``: the list schedule improved by CP-SAT.
+        ``"list"``: the list scheduler alone. ``"cpsat"``: the list schedule improved by CP-SAT
+        (whole model, windowed LNS or both, chosen by size and shape: :mod:`.portfolio`).
     time_limit : float
-        Seconds of wall clock the whole call may take. The search is bounded by a deterministic
-        budget derived from it; the wall clock only stops it as a safety net, and then
-        ``stop_reason`` is ``"wall_clock_limit"`` (and the result may not be reproducible).
+        Seconds granted to the *search* (CP-SAT and LNS, model building included; splitting
+        the graph, list schedules and assembly come on top). A run that does not prove
+        optimality searches for most of it (:data:`.budget.TARGET` of it on the calibration
+        machine) and never longer.
     seed : int
         CP-SAT's random seed.
     workers : int
-        Processes for independent core groups (CP-SAT itself always uses one worker, which is
-        what makes it deterministic).
+        Worker threads for CP-SAT on each problem (its deterministic interleaved portfolio)
+        and, when the graph splits into several distinct problems, processes solving them side
+        by side (``workers`` split between them).
+    time_mode : {"deterministic", "wall"}
+        ``"deterministic"``: the search is bounded by deterministic work calibrated to the
+        time limit (:mod:`.budget`), so the same input, seed and workers give the same
+        schedule; the wall clock only stops a search that overruns ``time_limit`` (a loaded
+        machine), and then ``stop_reason`` says ``not reproducible``. ``"wall"``: search until
+        the wall clock says stop, with CP-SAT's non-deterministic parallel search when
+        ``workers > 1``; ``stop_reason`` always says ``not reproducible``.
     progress : callable, optional
         Called with one line per improvement (best makespan, bound, elapsed).
     event_budgets : bool
@@ -104,16 +123,19 @@ def solve(
     Returns
     -------
     Schedule
-        Semi-active timetable with ``events=()``; the sync planner adds the flags.
+        Semi-active timetable with ``events=()``; the sync planner adds the flags. ``status``
+        is ``"optimal"`` only when the makespan is proven minimal for the graph on ``hw``; a
+        proof that holds only for the solver's stricter model gives ``"feasible"`` with
+        ``stop_reason`` :data:`.budget.STOP_MODEL_OPTIMAL`.
 
     Raises
     ------
     InfeasibleError
         With one sentence per reason no schedule exists (names and numbers).
     InputError
-        For a bad ``method``, ``time_limit`` or ``workers``.
+        For a bad ``method``, ``time_limit``, ``workers`` or ``time_mode``.
     """
-    _check_args(method, time_limit, seed, workers)
+    _check_args(method, time_limit, seed, workers, time_mode)
     t0 = time.monotonic()
     pairs = build_problems(graph, hw)
     if not event_budgets:
@@ -129,25 +151,16 @@ def solve(
         task_of.append(unique[prob])
     tasks = [pairs[k][0] for k in first_of]
     labels = [_label(pairs[k][1], sum(1 for t in task_of if t == j)) for j, k in enumerate(first_of)]
-    total_ops = sum(p.n for p in tasks) or 1
-    deadline = t0 + time_limit - min(0.25 * time_limit, 0.5 + 2e-5 * len(graph.ops))
     say = progress or (lambda line: None)
     say(f"{len(graph.ops)} ops in {len(pairs)} core group(s), {len(tasks)} distinct")
 
-    results: list[SubResult | None] = [None] * len(tasks)
-    shares = [p.n / total_ops for p in tasks]
-    if workers > 1 and len(tasks) > 1:
-        _run_parallel(tasks, labels, shares, results, method, time_limit, seed, workers, deadline, say)
+    run = _Run(method, time_limit, seed, workers, time_mode)
+    if min(workers, len(tasks)) > 1:
+        results = _run_parallel(tasks, labels, run, say)
     else:
-        remaining = total_ops
-        for j, prob in enumerate(tasks):
-            wall = max(0.0, deadline - time.monotonic()) * prob.n / max(remaining, 1)
-            remaining -= prob.n
-            results[j] = solve_problem(prob, method, time_limit * shares[j], wall, seed, labels[j], progress)
-            say(_summary(labels[j], results[j]))
+        results = _run_sequential(tasks, labels, run, progress)
     errors = []
     for j, res in enumerate(results):
-        assert res is not None
         if res.stuck is not None:
             prob, pmap = pairs[first_of[j]]
             errors.extend(explain_stuck(graph, prob, pmap, res.stuck).problems)
@@ -158,8 +171,43 @@ def solve(
     return _assemble(graph, hw, pairs, task_of, results, method, time.monotonic() - t0)
 
 
-def _check_args(method: str, time_limit: float, seed: int, workers: int) -> None:
+@attrs.frozen
+class _Run:
+    """The caller's options that every problem's search shares."""
+
+    method: str
+    time_limit: float
+    seed: int
+    workers: int
+    time_mode: str
+
+
+def _run_sequential(
+    tasks: list[Problem], labels: list[str], run: _Run, progress: Callable[[str], None] | None
+) -> list[SubResult]:
+    """Solve the problems one after another; each gets its share (by ops) of what the earlier
+    ones left. Shares and what was left are calibrated seconds in deterministic mode (so the
+    hand-over is reproducible) and wall seconds in wall-clock mode."""
+    say = progress or (lambda line: None)
+    left, wall_left = run.time_limit, run.time_limit
+    remaining = sum(p.n for p in tasks) or 1
+    results = []
+    for j, prob in enumerate(tasks):
+        share = left * prob.n / max(remaining, 1)
+        remaining -= prob.n
+        clock = Clock(run.time_mode, share, wall_left, run.workers)
+        res = solve_problem(prob, run.method, clock, run.seed, labels[j], progress)
+        results.append(res)
+        left = max(0.0, left - (res.spent if clock.deterministic else res.search_seconds))
+        wall_left = max(0.0, wall_left - res.search_seconds)
+        say(_summary(labels[j], res))
+    return results
+
+
+def _check_args(method: str, time_limit: float, seed: int, workers: int, time_mode: str) -> None:
     bad = []
+    if time_mode not in TIME_MODES:
+        bad.append(f"time_mode must be one of {', '.join(TIME_MODES)}, got {time_mode!r}")
     if method not in METHODS:
         bad.append(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if not isinstance(time_limit, int | float) or not time_limit > 0:
@@ -186,27 +234,47 @@ def _summary(label: str, res: SubResult) -> str:
     )
 
 
+def model_is_exact(prob: Problem) -> bool:
+    """Is the solver's model of ``prob`` exactly the user's problem, so that a CP-SAT proof is
+    an optimality proof?
+
+    Two parts of the model are stricter than the execution model and make it a restriction:
+    binding event-id pools, whose flag tokens over-count the flags the sync planner keeps
+    (counting every possible flag, and without the reachability refinement above
+    :data:`.problem.REACH_LIMIT` ops); and, with a non-zero flag latency, the gap of ``hold``
+    cycles between items sharing bytes, which a reuse on the same pipe does not need. Capacity
+    and addresses are exact (uniform spaces: slots at multiples of the footprint lose nothing;
+    mixed spaces: every aligned offset is a choice).
+    """
+    if any(b.binding for b in prob.budgets):
+        return False
+    return not (prob.hold > 0 and any(sp.binding for sp in prob.spaces))
+
+
 def solve_problem(
     prob: Problem,
     method: str,
-    time_share: float,
-    wall_limit: float,
+    clock: Clock,
     seed: int,
     label: str = "",
     progress: Callable[[str], None] | None = None,
 ) -> SubResult:
-    """List-schedule one problem, improve it with CP-SAT, and normalise the best result.
+    """List-schedule one problem, improve it by the phases of its plan, and normalise the best.
 
-    ``time_share`` (seconds of the user's limit given to this problem) fixes the deterministic
-    budget and the LNS rounds; ``wall_limit`` is the wall-clock safety net.
+    ``clock`` grants the search its seconds, mode, wall-clock deadline and CP-SAT workers.
     """
     t0 = time.monotonic()
-    det_limit = DET_RATE * time_share
+    shape = Shape.of(prob)
+    exact = model_is_exact(prob)
     bound = lower_bound(prob)
     found = list_schedule(prob)
     relaxed = False
+    # the search starts here: the time limit bounds what follows, up to normalisation
+    t_search = time.monotonic()
+    clock = clock.start()
     if isinstance(found, Stuck):
-        rescued = _rescue(prob, found, bound.value, det_limit, wall_limit, seed)
+        rate = det_rate(shape.family, "interleave", prob.n)
+        rescued = _rescue(prob, found, bound.value, clock.det_limit(rate), clock.remaining(), seed)
         if isinstance(rescued, Stuck) and rescued.kind == "event":
             # The flag-lifetime model is stricter than the program: the sync planner can still
             # delay SETs (trading time for ids), so a schedule stuck on event ids is solved
@@ -221,62 +289,56 @@ def solve_problem(
     list_ms = _makespan(prob, listed)
     best, offsets, best_ms = listed, found.offsets, list_ms
     status = "optimal" if list_ms <= bound.value else "heuristic"
-    stop = "optimal" if status == "optimal" else "list"
-    cp_ms, cp_status, cp_bound = -1, "", -1
+    stop = STOP_OPTIMAL if status == "optimal" else "list"
+    cp_ms, cp_status, cp_bound, det_used = -1, "", -1, 0.0
     if progress is not None:
         progress(f"{label}list makespan {list_ms}, lower bound {bound.value}")
+    spent = 0.0
     if method == "cpsat" and status != "optimal":
-        whole, windows = prob.n <= FULL_LIMIT, prob.n > WHOLE_ONLY_LIMIT
-        # mid-size problems split the budget: the whole model first, then windows from its best
-        part = 0.5 if whole and windows else 1.0
-        t_cp = time.monotonic()
+        phases = plan(shape)
+        left = clock.seconds
         start, stops, proven, objective = found, [], None, -1
-        if whole:
-            cp = solve_cpsat(
-                prob,
-                found,
-                bound.value,
-                det_limit=det_limit * part,
-                wall_limit=wall_limit * part,
-                seed=seed,
-                progress=progress,
-                label=label,
-                search="fixed",
-            )
-            stops.append(cp.stop_reason)
-            cp_status, cp_bound, objective = cp.status, cp.bound, cp.objective
-            if cp.timetable is not None:
-                proven = cp.timetable if cp.status == "optimal" else None
-                if cp.timetable.makespan <= start.makespan:
-                    start = cp.timetable
-        if windows and proven is None:
-            lns = improve_lns(
-                prob,
-                start,
-                rounds=plan_rounds(prob.n, time_share * part),
-                det_limit=det_limit * part,
-                wall_limit=max(0.0, wall_limit - (time.monotonic() - t_cp)),
-                seed=seed,
-                progress=progress,
-                label=label,
-            )
-            stops.append(lns.stop_reason)
-            start, cp_status = lns.timetable, cp_status or "feasible"
+        for k, phase in enumerate(phases):
+            # a phase gets its share of what the earlier phases left
+            grant = left * phase.share / sum(p.share for p in phases[k:])
+            t_phase = time.monotonic()
+            if phase.kind == "whole":
+                cp, used = solve_whole(
+                    prob, start, bound.value, clock, grant, phase.hinted, seed, progress, label
+                )
+                det_used += cp.det_time
+                stops.append(cp.stop_reason)
+                cp_status, cp_bound, objective = cp.status, cp.bound, cp.objective
+                if cp.timetable is not None:
+                    proven = cp.timetable if cp.status == "optimal" else None
+                    if cp.timetable.makespan <= start.makespan:
+                        start = cp.timetable
+            else:
+                lns = improve_lns(
+                    prob, start, seconds=grant, clock=clock, seed=seed, progress=progress, label=label
+                )
+                used = lns.spent
+                stops.append(lns.stop_reason)
+                start, cp_status = lns.timetable, cp_status or "feasible"
+            used = used if clock.deterministic else time.monotonic() - t_phase
+            spent += used
+            left = max(0.0, left - used)
+            if proven is not None or clock.expired():
+                break
         if start is not found:
             norm = semi_active(prob, start.starts, start.offsets)
             cp_ms = _makespan(prob, norm)
             if cp_ms <= best_ms:
                 best, offsets, best_ms = norm, start.offsets, cp_ms
         # "feasible": the result went through CP-SAT (a solution or LNS windows), unproven
-        status = "feasible" if start is not found or windows else status
-        if best_ms <= bound.value or (proven is start and best is not listed and cp_ms == objective):
-            status = "optimal"
-        if status == "optimal":
-            stop = "optimal"
-        elif "wall_clock_limit" in stops:
-            stop = "wall_clock_limit"
+        status = "feasible" if start is not found or any(p.kind == "lns" for p in phases) else status
+        model_optimal = proven is start and cp_ms == objective
+        if best_ms <= bound.value or (model_optimal and exact):
+            status, stop = "optimal", STOP_OPTIMAL
+        elif model_optimal:
+            status, stop = "feasible", STOP_MODEL_OPTIMAL
         else:
-            stop = stops[-1] if stops else stop
+            stop = _worst(stops) if stops else stop
     return SubResult(
         best,
         offsets,
@@ -291,7 +353,20 @@ def solve_problem(
         cp_bound,
         seconds=time.monotonic() - t0,
         relaxed=relaxed,
+        exact=exact,
+        spent=spent,
+        det_time=det_used,
+        search_seconds=time.monotonic() - t_search,
     )
+
+
+def _worst(stops: list[str]) -> str:
+    """The stop reason to report for several searches: a wall-clock stop taints the result
+    (not reproducible); otherwise the last search's reason."""
+    for reason in (STOP_WALL_MODE, STOP_WALL_NET):
+        if reason in stops:
+            return reason
+    return stops[-1]
 
 
 def _rescue(
@@ -312,37 +387,30 @@ def _makespan(prob: Problem, starts: list[int] | tuple[int, ...]) -> int:
 
 
 def _run_parallel(
-    tasks: list[Problem],
-    labels: list[str],
-    shares: list[float],
-    results: list[SubResult | None],
-    method: str,
-    time_limit: float,
-    seed: int,
-    workers: int,
-    deadline: float,
-    say: Callable[[str], None],
-) -> None:
-    """Solve the distinct problems in worker processes; results land by task index."""
-    wall = max(0.0, deadline - time.monotonic())
+    tasks: list[Problem], labels: list[str], run: _Run, say: Callable[[str], None]
+) -> list[SubResult]:
+    """Solve the distinct problems in ``min(workers, problems)`` processes ("lanes"), each
+    problem with ``workers // lanes`` CP-SAT workers; results land by task index.
+
+    The lanes run side by side, so together they have ``lanes * time_limit`` seconds: each
+    problem gets that in proportion to its ops, at most ``time_limit``. Grants and worker
+    counts depend only on the problems and ``workers``, so the result is reproducible."""
+    lanes = min(run.workers, len(tasks))
+    cp_workers = max(1, run.workers // lanes)
+    total = sum(p.n for p in tasks) or 1
+    results: list[SubResult | None] = [None] * len(tasks)
     ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
-        futures = {
-            pool.submit(
-                solve_problem,
-                prob,
-                method,
-                time_limit * shares[j],
-                min(wall, wall * shares[j] * min(workers, len(tasks))),
-                seed,
-                labels[j],
-            ): j
-            for j, prob in enumerate(tasks)
-        }
+    with concurrent.futures.ProcessPoolExecutor(max_workers=lanes, mp_context=ctx) as pool:
+        futures = {}
+        for j, prob in enumerate(tasks):
+            grant = min(run.time_limit, run.time_limit * lanes * prob.n / total)
+            clock = Clock(run.time_mode, grant, grant, cp_workers)
+            futures[pool.submit(solve_problem, prob, run.method, clock, run.seed, labels[j])] = j
         for fut in concurrent.futures.as_completed(futures):
             j = futures[fut]
             results[j] = fut.result()
-            say(_summary(labels[j], results[j]))
+            say(_summary(labels[j], fut.result()))
+    return [r for r in results if r is not None]
 
 
 def _assemble(
@@ -384,16 +452,19 @@ def _assemble(
     else:
         status = max((results[j].status for j in deciding), key=_RANK.__getitem__, default="heuristic")
     reasons = {r.stop_reason for r in results}
-    if status == "optimal":
-        stop = "optimal"
-    elif "wall_clock_limit" in reasons:
-        stop = "wall_clock_limit"
+    if STOP_WALL_MODE in reasons:
+        # wall-clock mode: even a proven makespan may come with another timetable next time
+        stop = STOP_WALL_MODE_OPTIMAL if status == "optimal" else STOP_WALL_MODE
+    elif status == "optimal":
+        stop = STOP_OPTIMAL
+    elif STOP_WALL_NET in reasons:
+        stop = STOP_WALL_NET
     elif method == "list":
         stop = "list"
-    elif "deterministic_limit" in reasons:
-        stop = "deterministic_limit"
     else:
-        stop = sorted(reasons - {"optimal"})[0] if reasons - {"optimal"} else "optimal"
+        # what ended the search of the problems that decide the makespan
+        deciding_reasons = sorted({results[j].stop_reason for j in deciding} - {STOP_OPTIMAL})
+        stop = deciding_reasons[0] if deciding_reasons else STOP_DETERMINISTIC
     source = max(results, key=lambda r: r.lower).bound_source if results else ""
     cp = [r.cpsat_makespan for r in results if r.cpsat_makespan >= 0]
     stats = {
@@ -405,6 +476,11 @@ def _assemble(
         "cpsat_makespan": max(cp) if len(cp) == len(results) and cp else -1,
         "lower_bound_source": source,
         "event_budgets_relaxed": sum(1 for r in results if r.relaxed),
+        # the bound is for this OpGraph, i.e. for the tiling its lowering chose
+        "lower_bound_scope": "this op graph (the tiling chosen when lowering)",
+        "model_exact": all(r.exact for r in results),
+        "search_seconds": round(sum(r.search_seconds for r in results), 3),
+        "det_time": round(sum(r.det_time for r in results), 3),
         "seconds": round(seconds, 3),
     }
     return Schedule(

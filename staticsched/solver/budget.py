@@ -1,0 +1,193 @@
+"""Time: what ``time_limit`` bounds, and how a reproducible run fills it (DESIGN §11 "Time").
+
+``time_limit`` is what the user grants the *search*: CP-SAT on whole models and the windowed
+LNS, including building their models. Preparation (splitting the graph into problems, the
+list schedules, lower bounds) and assembly (normalisation, mapping back) always run and come
+on top.
+
+Two clocks can bound the search:
+
+* ``"deterministic"`` (the default): every CP-SAT call gets a deterministic-time budget
+  (``max_deterministic_time``), so the same input, seed and workers give the same result. A
+  deterministic unit is worth different wall time on different models, so the budget is
+  ``TARGET * seconds * det_rate(shape, search, workers)``, with rates calibrated per model
+  family and size (:data:`CALIBRATION`, measured by ``benchmarks/solver.py --calibrate``). The
+  wall clock still stops the search at ``time_limit`` as a safety net (on a loaded machine);
+  the result then says ``stop_reason = "wall_clock_limit (not reproducible)"``.
+* ``"wall"``: CP-SAT and the LNS run until the wall clock says stop, using all of the time
+  and, with several workers, CP-SAT's non-deterministic parallel search. Every result says
+  ``not reproducible`` in its ``stop_reason``.
+
+Budgets are tracked in *calibrated seconds*: the deterministic time a search used divided by
+its rate (plus a per-window charge for the LNS's own Python work). That quantity is itself
+deterministic, so what one problem or phase leaves unused can be handed on reproducibly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import attrs
+
+from staticsched.solver.problem import Problem
+
+TIME_MODES = ("deterministic", "wall")
+
+#: fraction of the granted seconds a deterministic budget is calibrated to fill: the rest is
+#: the margin for a machine slower or busier than the calibration run (the rates below vary
+#: by about +-30% between models of one family)
+TARGET = 0.8
+
+#: stop reasons (``Schedule.stop_reason``)
+STOP_OPTIMAL = "optimal"
+STOP_MODEL_OPTIMAL = "optimal in the solver's stricter model"
+STOP_DETERMINISTIC = "deterministic_limit"
+STOP_WALL_NET = "wall_clock_limit (not reproducible)"
+STOP_WALL_MODE = "wall_clock_limit (wall-clock mode, not reproducible)"
+STOP_WALL_MODE_OPTIMAL = "optimal (wall-clock mode, not reproducible)"
+STOP_CONVERGED = "lns_converged"
+
+
+@attrs.frozen
+class Shape:
+    """What the portfolio and the calibration look at: size and the kind of constraints.
+
+    ``family`` is ``"disjunctive"`` when only pipes and precedences constrain the schedule (no
+    binding memory space or event-id pool: job shops, chains of small tasks), ``"flags"`` when
+    an event-id pool binds (its flag lifetimes are optional intervals, so much of the search is
+    clause learning, which CP-SAT's deterministic clock counts fully) and ``"memory"`` when
+    only memory spaces bind (variable-size holds in cumulatives: much LP and propagation work,
+    which the clock counts less). CP-SAT's deterministic clock runs at different speeds on the
+    three (:data:`CALIBRATION`).
+    """
+
+    n: int
+    pipes: int
+    edges: int
+    binding_items: int
+    binding_tokens: int
+
+    @property
+    def family(self) -> str:
+        if self.binding_tokens:
+            return "flags"
+        return "memory" if self.binding_items else "disjunctive"
+
+    @classmethod
+    def of(cls, prob: Problem) -> Shape:
+        return cls(
+            prob.n,
+            len(prob.pipes),
+            len(prob.edges),
+            sum(1 for it in prob.items if prob.spaces[it.space].binding),
+            sum(1 for tok in prob.tokens if prob.budgets[tok.budget].binding),
+        )
+
+
+#: deterministic units per CPU second of one CP-SAT worker, per (family, search): points
+#: ``(ops, rate)`` interpolated log-log in the problem size, constant beyond the ends.
+#: ``"lp"`` is one worker with CP-SAT's default search (LP relaxation on, strong no-overlap
+#: propagation); ``"interleave"`` the deterministic portfolio, per worker (with ``w`` workers
+#: it advances ``w ** WORKER_EXPONENT`` times as fast per wall second); ``"window"`` an LNS
+#: window model. Measured on a 2-core machine with OR-Tools 9.15 by
+#: ``python benchmarks/solver.py --calibrate`` (table in docs/design.md, refinement 12).
+CALIBRATION: dict[tuple[str, str], tuple[tuple[int, float], ...]] = {
+    ("disjunctive", "lp"): ((100, 0.22), (300, 0.20), (1000, 0.13)),
+    ("memory", "lp"): ((300, 0.14),),
+    ("flags", "lp"): ((330, 0.36),),
+    ("disjunctive", "interleave"): ((100, 0.25), (225, 0.23), (600, 0.19)),
+    ("memory", "interleave"): ((300, 0.157),),
+    ("flags", "interleave"): ((330, 0.344),),
+    ("window", "lp"): ((90, 0.075),),
+}
+#: CPU seconds of one LNS window beyond CP-SAT's deterministic time: ``WINDOW_BASE +
+#: WINDOW_PER_OP * problem ops`` of the LNS's own Python work (finding the window's
+#: neighbourhood, merging) plus ``WINDOW_PER_SUB_OP * window-model ops`` inside CP-SAT (model
+#: loading, presolve). Least-squares fit over 300 windows of 300- to 15,000-op problems.
+WINDOW_BASE = 1.9e-3
+WINDOW_PER_OP = 2.36e-6
+WINDOW_PER_SUB_OP = 175e-6
+#: interleaved search with ``w`` workers: deterministic time per wall second grows as
+#: ``w ** WORKER_EXPONENT`` (2 workers vs 1, per CPU second the same: ft10 1.9x, ta01 2.0x,
+#: ta41 1.45x, gemv_m1 1.96x)
+WORKER_EXPONENT = 0.9
+
+
+def det_rate(family: str, search: str, n: int, workers: int = 1) -> float:
+    """Deterministic units CP-SAT advances per second on a model of this family and size."""
+    points = CALIBRATION[(family, search)]
+    if n <= points[0][0]:
+        rate = points[0][1]
+    elif n >= points[-1][0]:
+        rate = points[-1][1]
+    else:
+        k = next(k for k in range(1, len(points)) if n <= points[k][0])
+        (n0, r0), (n1, r1) = points[k - 1], points[k]
+        t = math.log(n / n0) / math.log(n1 / n0)
+        rate = math.exp((1 - t) * math.log(r0) + t * math.log(r1))
+    if search == "interleave":
+        rate *= max(1, workers) ** WORKER_EXPONENT
+    return rate
+
+
+def window_overhead(n: int, sub_n: int) -> float:
+    """Calibrated seconds the LNS spends outside CP-SAT on one window."""
+    return WINDOW_BASE + WINDOW_PER_OP * n + WINDOW_PER_SUB_OP * sub_n
+
+
+@attrs.frozen
+class Clock:
+    """The search's two limits for one problem.
+
+    Attributes
+    ----------
+    mode : str
+        ``"deterministic"`` or ``"wall"``.
+    seconds : float
+        Seconds of the user's limit granted to this problem's search.
+    wall : float
+        Wall-clock seconds the search may take at most, from :meth:`start` on.
+    workers : int
+        CP-SAT workers for this problem.
+    deadline : float
+        ``time.monotonic()`` value at which the search must stop whatever the mode (set by
+        :meth:`start`).
+    """
+
+    mode: str
+    seconds: float
+    wall: float
+    workers: int = 1
+    deadline: float = math.inf
+
+    def start(self) -> Clock:
+        """This clock with its deadline ``wall`` seconds from now."""
+        return attrs.evolve(self, deadline=time.monotonic() + self.wall)
+
+    @property
+    def deterministic(self) -> bool:
+        return self.mode == "deterministic"
+
+    def remaining(self) -> float:
+        """Wall seconds left before the deadline (never negative)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def part(self, seconds: float) -> Clock:
+        """The same limits with ``seconds`` granted (a phase of the portfolio)."""
+        return attrs.evolve(self, seconds=max(0.0, seconds))
+
+    def det_limit(self, rate: float, seconds: float | None = None) -> float:
+        """CP-SAT's ``max_deterministic_time`` for ``seconds`` (default: all granted) at
+        ``rate``; unbounded in wall-clock mode."""
+        if not self.deterministic:
+            return math.inf
+        return max(1e-3, TARGET * rate * (self.seconds if seconds is None else seconds))
+
+
+def spent_seconds(det_time: float, rate: float) -> float:
+    """Calibrated seconds a search of ``det_time`` units took (what its budget is charged)."""
+    return det_time / (TARGET * rate)
