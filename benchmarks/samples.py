@@ -145,13 +145,13 @@ def matmul_program(
         "c": ItemShape("L0C", bm * bn * 4, "float32", (bm, bn)),
         "u": ItemShape("UB", bm * bn * 2, "float16", (bm, bn)),
     }
-    mte2 = KINDS["load"].unit(hw, (), (shapes["la"],))
-    mte1 = KINDS["move"].unit(hw, (shapes["la"],), (shapes["a"],))
-    if KINDS["move"].unit(hw, (shapes["lb"],), (shapes["b"],)) != mte1:
+    mte2 = KINDS["load"].unit(hw, {}, (), (shapes["la"],))
+    mte1 = KINDS["move"].unit(hw, {}, (shapes["la"],), (shapes["a"],))
+    if KINDS["move"].unit(hw, {}, (shapes["lb"],), (shapes["b"],)) != mte1:
         raise InputError("matmul_program: L1->L0A and L1->L0B must be the same pipe")
-    cube = KINDS["mmad"].unit(hw, (shapes["a"], shapes["b"]), (shapes["c"],))
-    fix = KINDS["fixpipe"].unit(hw, (shapes["c"],), (shapes["u"],))
-    mte3 = KINDS["store"].unit(hw, (shapes["u"],), ())
+    cube = KINDS["mmad"].unit(hw, {}, (shapes["a"], shapes["b"]), (shapes["c"],))
+    fix = KINDS["fixpipe"].unit(hw, {}, (shapes["c"],), (shapes["u"],))
+    mte3 = KINDS["store"].unit(hw, {}, (shapes["u"],), ())
     slot = {key: _align(sh.bytes, hw.space(sh.space).alignment) for key, sh in shapes.items()}
     l1_pair = slot["la"] + slot["lb"]
 

@@ -96,6 +96,7 @@ def compile_graph(
     op_budget: int | None = DEFAULT_OP_BUDGET,
     progress: Progress | Callable[[str], None] | None = None,
     wall_clock: bool = False,
+    link_policy: str = "auto",
 ) -> Compiled:
     """Lower, check, solve, plan sync and build the program.
 
@@ -123,7 +124,7 @@ def compile_graph(
         # without flags (timed mode) the event-id budgets constrain nothing
         raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
                     progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags",
-                    time_mode="wall" if wall_clock else "deterministic")
+                    time_mode="wall" if wall_clock else "deterministic", link_policy=link_policy)
     final, program, plan = finalize(raw, mode=mode, progress=rep)
     return Compiled(og, final, program, plan, rep.timings[done:])
 
@@ -139,6 +140,7 @@ def schedule(
     mode: str = "flags",
     op_budget: int | None = DEFAULT_OP_BUDGET,
     wall_clock: bool = False,
+    link_policy: str = "auto",
 ) -> Schedule:
     """Schedule a task graph or op graph on a hardware model.
 
@@ -173,6 +175,11 @@ def schedule(
         Search until the wall clock reaches ``time_limit`` (all of it, with CP-SAT's fastest,
         non-deterministic parallel search when ``workers > 1``). The result is not
         reproducible and its ``stop_reason`` says so.
+    link_policy : {"auto", "split"}
+        How cores share a link of the hardware (``[[links]]``) they could overload together:
+        ``"auto"`` solves them as one problem with the whole bandwidth unless an equal static
+        split provably costs nothing; ``"split"`` always gives each core an equal share (a
+        baseline to compare against).
 
     Returns
     -------
@@ -186,5 +193,5 @@ def schedule(
     """
     return compile_graph(
         graph, hw, time_limit=time_limit, seed=seed, workers=workers, method=method, mode=mode,
-        op_budget=op_budget, wall_clock=wall_clock,
+        op_budget=op_budget, wall_clock=wall_clock, link_policy=link_policy,
     ).schedule

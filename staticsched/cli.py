@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 
 from staticsched.errors import StaticschedError
-from staticsched.options import METHODS, MODES
+from staticsched.options import LINK_POLICIES, METHODS, MODES
 
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
                      "search; the result is not reproducible and says so")
     sch.add_argument("--method", choices=METHODS, default="cpsat", help=_METHOD_HELP)
     sch.add_argument("--mode", choices=MODES, default="flags", help=_MODE_HELP)
+    sch.add_argument("--link-policy", choices=LINK_POLICIES, default="auto",
+                     help="how cores share a link they could overload: 'auto' solves them as one "
+                     "problem unless an equal split provably costs nothing, 'split' always "
+                     "splits it equally (auto)")
     sch.add_argument("--op-budget", type=int, default=None, help="refuse larger lowerings")
     sch.add_argument("--outputs", metavar="LIST", default=None,
                      help="comma-separated files to write (default all: timetable.json, "
@@ -195,7 +199,7 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
     res = compile_graph(
         args.graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
         method=args.method, mode=args.mode, op_budget=_budget(args), progress=rep,
-        wall_clock=args.wall_clock,
+        wall_clock=args.wall_clock, link_policy=args.link_policy,
     )
     choice = _outputs(args, len(res.schedule.ops))
     report = None

@@ -43,7 +43,7 @@ def _greedy(xs, units, seed):
     link has room (as the list scheduler does)."""
     rng = random.Random(seed)
     spec = [LinkSpec("L", units)]
-    tracker = LinkTracker(spec, xs)
+    tracker = LinkTracker(spec, True)
     starts, rates, durs = {}, {}, {}
     t = 0
     for x in rng.sample(xs, len(xs)):

@@ -289,7 +289,7 @@ def test_durations_and_units_come_from_the_kind_table():
         kind = KINDS[op.kind]
         r = [shapes[n] for n in op.reads]
         w = [shapes[n] for n in op.writes]
-        assert op.unit == kind.unit(SEED, r, w)
+        assert op.unit == kind.unit(SEED, op.attr, r, w)
         assert op.duration == kind.duration(SEED, op.attr, r, w)
     # spot values from the seed cost model: a 128x128 fp16 A tile over GM->L1 at 240 B/cycle
     assert g.op("mm.b0.k0.load_a").duration == 32 + math.ceil(128 * 128 * 2 / 240)

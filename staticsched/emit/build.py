@@ -16,6 +16,7 @@ import attrs
 
 from staticsched.emit.sync import Flag, SyncPlan, plan_sync, plan_timed
 from staticsched.errors import InfeasibleError, InputError
+from staticsched.model.links import link_usage, op_transfer, rate_text
 from staticsched.model.placement import SyncEvent
 from staticsched.model.program import Instr, ProgItem, Program, Stream
 from staticsched.model.schedule import Schedule
@@ -43,8 +44,9 @@ def replay_cycles(schedule: Schedule, plan: SyncPlan) -> list[list[int]]:
     InfeasibleError
         If the streams deadlock (a WAIT whose SET can never fire).
     """
-    graph, sync = schedule.graph, schedule.hw.sync
-    duration = {op.id: op.duration for op in graph.ops}
+    sync = schedule.hw.sync
+    # a transfer slowed by a shared link runs longer than its op's nominal duration
+    duration = {t.id: t.end - t.start for t in schedule.ops}
     latency = [sync.cross_core_latency if f.kind == "cross" else sync.flag_latency for f in plan.flags]
     streams = plan.streams
     cycles = [[0] * len(s.slots) for s in streams]
@@ -131,6 +133,15 @@ def _event(f: Flag, set_cycle: int, wait_cycle: int) -> SyncEvent:
     )
 
 
+def _overloads_links(schedule: Schedule, starts: dict[str, int]) -> bool:
+    """Whether the ops at ``starts`` (same durations and rates) overload a shared link."""
+    if not schedule.hw.links or all(starts[t.id] == t.start for t in schedule.ops):
+        return False
+    ops = [attrs.evolve(t, start=starts[t.id], end=starts[t.id] + t.end - t.start) for t in schedule.ops]
+    return any(u.peak_units > lk.units for u, lk in zip(link_usage(attrs.evolve(schedule, ops=ops)),
+                                                         schedule.hw.links, strict=True))
+
+
 def _retimed(schedule: Schedule, starts: dict[str, int], events: list[SyncEvent]) -> Schedule:
     """``schedule`` with the replayed op starts, live ranges, makespan and events."""
     graph = schedule.graph
@@ -166,8 +177,23 @@ def _retimed(schedule: Schedule, starts: dict[str, int], events: list[SyncEvent]
     )
 
 
+def _rated(schedule: Schedule) -> dict[str, tuple[int, tuple]]:
+    """Op id -> (duration, attributes) of every transfer a shared link slows below its path's
+    rate: its ``rate`` attribute (bytes per cycle) makes the cost model give that duration."""
+    out = {}
+    graph, hw = schedule.graph, schedule.hw
+    for op, t in zip(graph.ops, schedule.ops, strict=True):
+        if not t.rate:
+            continue
+        x = op_transfer(op, graph, hw)
+        if x is not None and t.rate < x.path_units:
+            out[op.id] = (t.end - t.start, (*op.attrs, ("rate", rate_text(t.rate))))
+    return out
+
+
 def _program(schedule: Schedule, plan: SyncPlan, cycles: Sequence[Sequence[int]], mode: str) -> Program:
     graph = schedule.graph
+    rated = _rated(schedule)
     items = [
         ProgItem(
             name=p.item,
@@ -189,15 +215,16 @@ def _program(schedule: Schedule, plan: SyncPlan, cycles: Sequence[Sequence[int]]
             cycle = int(cycles[s][k])
             if what == "op":
                 op = graph.op(ref)
+                duration, attrs_ = rated.get(op.id, (op.duration, op.attrs))
                 instrs.append(
                     Instr(
                         kind=op.kind or "op",
                         cycle=cycle,
                         id=op.id,
-                        duration=op.duration,
+                        duration=duration,
                         reads=op.reads,
                         writes=op.writes,
-                        attrs=op.attrs,
+                        attrs=attrs_,
                     )
                 )
             elif mode == "flags":
@@ -293,6 +320,14 @@ def finalize(
     with rep.phase("build program"):
         cycles = replay_cycles(schedule, plan)
         starts = _op_starts(plan, cycles)
+        if _overloads_links(schedule, starts):
+            # flags moved transfers so that a link would carry more than its bandwidth: order
+            # the transfers on the links too (as the solver's timetable did) and replay again
+            plan = plan_sync(schedule, progress=rep, links=True)
+            rep.line("  re-timing by flags overloaded a shared link; transfers are ordered on "
+                     "their links by flags too")
+            cycles = replay_cycles(schedule, plan)
+            starts = _op_starts(plan, cycles)
         # The program's replay is what the executor does, so it is the emitted timetable.
         # Without credits it normally equals the solver's; where the solver's model was more
         # conservative than the planned flags (e.g. a latency gap on an address edge that

@@ -94,11 +94,18 @@ def traffic_lines(schedule: Schedule) -> list[str]:
     if t.tensors:
         lines.append(f"gm traffic   : {_bytes(t.read)} read, {_bytes(t.written)} written "
                      f"(per tensor and link in timetable.json)")
-    for k, use in enumerate(link_usage(schedule)):
+    # a link no transfer of this graph crosses says nothing about it
+    for k, use in enumerate(u for u in link_usage(schedule) if u.bytes):
         head = "links        : " if k == 0 else "               "
         lines.append(f"{head}{use.name} {use.bytes_per_cycle:g} B/cycle: {_bytes(use.bytes)} moved, "
                      f"{100 * use.utilisation:.1f}% of its capacity over the makespan, peak "
                      f"{rate_text(use.peak_units):g} B/cycle")
+    stats = dict(schedule.stats)
+    if stats.get("links"):
+        lines.append(f"link plan    : {stats['links']}")
+    if stats.get("link_bounds"):
+        lines.append(f"link bounds  : {stats['link_bounds']} cycles (bound from "
+                     f"{stats.get('lower_bound_source', '-')})")
     return lines
 
 

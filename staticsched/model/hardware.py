@@ -77,7 +77,11 @@ class TransferPath:
     bytes_per_cycle: float
     overhead: int = 0
 
-    def cycles(self, nbytes: int) -> int:
+    def cycles(self, nbytes: int, units: int = 0) -> int:
+        """Cycles to move ``nbytes`` at the path's rate, or at ``units`` rate units
+        (``RATE_DENOM`` per byte per cycle) when a shared link slows it (0: the path's rate)."""
+        if units:
+            return self.overhead + max(1, -(-nbytes * RATE_DENOM // units))
         return self.overhead + max(1, math.ceil(nbytes / self.bytes_per_cycle))
 
 

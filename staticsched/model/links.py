@@ -13,13 +13,13 @@ At no cycle may the rates held on a link sum to more than its bandwidth.
 from __future__ import annotations
 
 import heapq
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from staticsched.model.hardware import DTYPE_BYTES, RATE_DENOM, Hardware
+from staticsched.model.hardware import RATE_DENOM, Hardware
 from staticsched.model.opgraph import Op, OpGraph
+from staticsched.model.opkinds import KINDS, TRANSFER_KINDS, item_shape, transfer_route
 
 
 @attrs.frozen
@@ -32,11 +32,14 @@ class Transfer:
     overhead: int
     path_units: int
     links: tuple[str, ...] = attrs.field(converter=tuple)
+    #: the duration at the path's own rate
+    full: int = 0
 
     def cycles(self, rate: int) -> int:
-        """Duration at ``rate`` units (0: the path's full rate)."""
-        r = rate or self.path_units
-        return self.overhead + max(1, math.ceil(self.bytes * RATE_DENOM / r))
+        """Duration at ``rate`` units (0, or the path's rate: ``full``)."""
+        if not rate or rate >= self.path_units:
+            return self.full or self.overhead + max(1, -(-self.bytes * RATE_DENOM // self.path_units))
+        return self.overhead + max(1, -(-self.bytes * RATE_DENOM // rate))
 
 
 def rate_units(bytes_per_cycle: float) -> int:
@@ -51,38 +54,30 @@ def rate_text(units: int) -> float:
 
 def op_transfer(op: Op, graph: OpGraph, hw: Hardware) -> Transfer | None:
     """The transfer ``op`` makes on ``hw``'s links, or None (not a transfer, or no link carries
-    its path)."""
-    if not hw.links or op.kind not in ("load", "store", "move", "fixpipe"):
+    its path). Its bytes and path are the kind table's (:func:`~staticsched.model.opkinds.
+    transfer_route`), so durations and link use never disagree."""
+    if not hw.links or op.kind not in TRANSFER_KINDS:
         return None
-    a = op.attr
-    items = graph.item_map
-    if op.kind in ("load", "store"):
-        region, name = a.get("region"), a.get("tensor")
-        if region is None or not isinstance(name, str):
-            return None
-        tensor = graph.tensor_map.get(name)
-        gm_space = getattr(tensor, "space", "GM") if tensor is not None else "GM"
-        elem = DTYPE_BYTES.get(tensor.dtype, 2) if tensor is not None else 2
-        (r0, r1), (c0, c1) = region
-        nbytes = (r1 - r0) * (c1 - c0) * elem
-        local = items.get((op.writes if op.kind == "load" else op.reads)[0]) if (
-            op.writes if op.kind == "load" else op.reads) else None
-        if local is None:
-            return None
-        path = (gm_space, local.space) if op.kind == "load" else (local.space, gm_space)
-    else:
-        if not op.reads or not op.writes:
-            return None
-        src, dst = items.get(op.reads[0]), items.get(op.writes[0])
-        if src is None or dst is None:
-            return None
-        path = (src.space, dst.space)
-        nbytes = src.bytes
-    links = hw.links_of(*path)
-    if not links or not hw.has_path(*path):
+    kind = KINDS[op.kind]
+    a = {**dict(kind.defaults), **op.attr}
+    if kind.missing(a):
         return None
-    p = hw.path(*path)
-    return Transfer(nbytes, path, p.overhead, rate_units(p.bytes_per_cycle), tuple(lk.name for lk in links))
+    shapes = []
+    for name in (*op.reads, *op.writes):
+        it = graph.item_map.get(name)
+        if it is None:
+            return None
+        shapes.append(item_shape(it.space, it.bytes, it.dtype, it.shape))
+    reads, writes = shapes[: len(op.reads)], shapes[len(op.reads):]
+    if len(reads) < len(kind.reads) or len(writes) < len(kind.writes):
+        return None
+    src, dst, nbytes = transfer_route(op.kind, a, reads, writes)
+    links = hw.links_of(src, dst)
+    if not links or not hw.has_path(src, dst):
+        return None
+    p = hw.path(src, dst)
+    return Transfer(nbytes, (src, dst), p.overhead, rate_units(p.bytes_per_cycle),
+                    tuple(lk.name for lk in links), p.cycles(nbytes))
 
 
 def peak_usage(intervals: Iterable[tuple[int, int, int]]) -> tuple[int, int]:
@@ -180,22 +175,26 @@ def link_usage(schedule) -> tuple[LinkUse, ...]:
 def flow_edges(
     capacities: Sequence[int],
     holds: Sequence[tuple[int, int, int, int, tuple[int, ...]]],
+    groups: Mapping[int, int] | None = None,
 ) -> list[tuple[int, int]]:
     """A feasible timetable's link usage as precedence edges (a resource flow): any timetable
     that respects them (and the rates) respects every link, which keeps "timing = longest
     path" true for normalisation and emission.
 
-    ``holds`` are ``(op, data start, end, units, links)``; an edge ``(a, b)`` says op ``b``'s
-    data phase begins no earlier than op ``a`` ends: per link, every
-    transfer takes its units from the transfers whose data phase ended before its own began,
-    or from the link's spare units (no edge). Deterministic: transfers in (data start, op)
-    order, units taken from the earliest-ending holders first.
+    ``holds`` are ``(op, hold start, end, units, links)``; an edge ``(a, b)`` says op ``b``'s
+    hold begins no earlier than op ``a`` ends: per link, every transfer takes its units from
+    the transfers whose hold ended before its own began, or from the link's spare units (no
+    edge). ``groups`` (op -> core) makes a transfer take from its own core's finished
+    transfers first, then the spare units, then other cores': a timetable whose cores each
+    stay within a share of the link gets no edge across cores. Deterministic: transfers in
+    (hold start, op) order, units taken from the earliest-ending holders first.
 
     Raises
     ------
     ValueError
         If the timetable holds more units than a link has (it was not feasible).
     """
+    group = groups or {}
     edges: set[tuple[int, int]] = set()
     by_link: list[list[tuple[int, int, int, int]]] = [[] for _ in capacities]
     for op, begin, end, units, on in holds:
@@ -210,19 +209,30 @@ def flow_edges(
                 e, a, u = heapq.heappop(running)
                 freed.append([e, a, u])
             freed.sort()
-            take = min(units, spare)
+            need = units
+            mine = group.get(op)
+            own = [f for f in freed if group.get(f[1]) == mine]
+            need = _take(own, need, op, edges)
+            take = min(need, spare)
             spare -= take
-            need = units - take
-            for entry in freed:
-                if not need:
-                    break
-                got = min(need, entry[2])
-                if got:
-                    entry[2] -= got
-                    need -= got
-                    edges.add((entry[1], op))
-            freed = [e for e in freed if e[2]]
+            need = _take(freed, need - take, op, edges)
+            freed = [f for f in freed if f[2]]
             if need:
                 raise ValueError(f"link {k}: op {op} needs {units} units at {begin} but fewer are free")
             heapq.heappush(running, (end, op, units))
     return sorted(edges)
+
+
+def _take(entries: list[list[int]], need: int, op: int, edges: set[tuple[int, int]]) -> int:
+    """Take up to ``need`` units for ``op`` from ``entries`` in order (each ``[end, holder,
+    units left]``, updated in place), adding a holder -> op edge per entry used; returns what
+    is still needed."""
+    for entry in entries:
+        if not need:
+            break
+        got = min(need, entry[2])
+        if got:
+            entry[2] -= got
+            need -= got
+            edges.add((entry[1], op))
+    return need

@@ -255,7 +255,7 @@ class _Emitter:
         self.ops.append(
             Op(
                 id=op_id,
-                unit=kind.unit(self.hw, r, w),
+                unit=kind.unit(self.hw, attrs_, r, w),
                 duration=kind.duration(self.hw, attrs_, r, w),
                 core=core,
                 deps=deps,

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import attrs
 import numpy as np
 
 from staticsched.errors import InputError
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import RATE_DENOM, Hardware
 
 Region = tuple[tuple[int, int], tuple[int, int]]
 
@@ -70,7 +71,7 @@ ExtentFn = Callable[[Mapping[str, Any], Sequence[ItemShape], Sequence[ItemShape]
 SemanticsFn = Callable[
     [Mapping[str, Any], Sequence[np.ndarray], Sequence[np.ndarray], Mapping[str, np.ndarray]], None
 ]
-UnitFn = Callable[[Hardware, Sequence[ItemShape], Sequence[ItemShape]], str]
+UnitFn = Callable[[Hardware, Mapping[str, Any], Sequence[ItemShape], Sequence[ItemShape]], str]
 
 
 @attrs.frozen
@@ -307,29 +308,49 @@ def _itemsize(dtype: str) -> int:
     return np.dtype(dtype).itemsize
 
 
-def _load_dur(hw, a, reads, writes):
-    return hw.path("GM", writes[0].space).cycles(region_bytes(a["region"], writes[0].dtype))
+#: the kinds that move data along a hardware path (what a shared link can slow down)
+TRANSFER_KINDS = ("load", "store", "move", "fixpipe")
 
 
-def _move_dur(hw, a, reads, writes):
-    nbytes = a["rows"] * a["cols"] * _itemsize(reads[0].dtype)
-    return hw.path(reads[0].space, writes[0].space).cycles(nbytes)
+def _gm_space(a: Mapping[str, Any]) -> str:
+    """The space a load reads or a store writes its tensor in (``space`` attribute; GM)."""
+    return a.get("space") or "GM"
+
+
+def transfer_route(kind: str, a: Mapping[str, Any], reads: Sequence[Any], writes: Sequence[Any]):
+    """``(src space, dst space, bytes)`` a transfer op of ``kind`` moves, or None (not a
+    transfer kind). ``reads``/``writes`` are anything with ``space`` and ``dtype`` (items or
+    :class:`ItemShape`): the one definition durations, units and link use all read."""
+    if kind == "load":
+        return _gm_space(a), writes[0].space, region_bytes(a["region"], writes[0].dtype)
+    if kind == "store":
+        return reads[0].space, _gm_space(a), region_bytes(a["region"], reads[0].dtype)
+    if kind in ("move", "fixpipe"):
+        return reads[0].space, writes[0].space, a["rows"] * a["cols"] * _itemsize(reads[0].dtype)
+    return None
+
+
+def _transfer_dur(hw, a, reads, writes, kind):
+    src, dst, nbytes = transfer_route(kind, a, reads, writes)
+    # a shared link may slow the transfer to ``rate`` bytes/cycle (0: its path's rate)
+    return hw.path(src, dst).cycles(nbytes, int(a.get("rate", 0.0) * RATE_DENOM))
+
+
+def _transfer_unit(hw, a, reads, writes, kind):
+    src, dst = (
+        (_gm_space(a), writes[0].space) if kind == "load"
+        else (reads[0].space, _gm_space(a)) if kind == "store"
+        else (reads[0].space, writes[0].space)
+    )
+    return _path_unit(hw, src, dst)
 
 
 def _mmad_dur(hw, a, reads, writes):
     return _need_cube(hw).cycles(a["m"], a["n"], a["k"], reads[0].dtype)
 
 
-def _fixpipe_dur(hw, a, reads, writes):
-    return _move_dur(hw, a, reads, writes)
-
-
 def _vec_dur(hw, a, reads, writes):
     return _need_vector(hw).cycles(a["op"], a["rows"] * a["cols"] * _itemsize(writes[0].dtype))
-
-
-def _store_dur(hw, a, reads, writes):
-    return hw.path(reads[0].space, "GM").cycles(region_bytes(a["region"], reads[0].dtype))
 
 
 KINDS: dict[str, OpKind] = {
@@ -340,27 +361,34 @@ KINDS: dict[str, OpKind] = {
             "MTE2",
             (),
             ("dst",),
-            (("tensor", "str"), ("region", "region"), ("transpose", "bool")),
+            (
+                ("tensor", "str"),
+                ("region", "region"),
+                ("transpose", "bool"),
+                ("space", "str"),
+                ("rate", "float"),
+            ),
             "r",
             "LOAD",
-            unit=lambda hw, r, w: _path_unit(hw, "GM", w[0].space),
-            duration=_load_dur,
+            unit=partial(_transfer_unit, kind="load"),
+            duration=partial(_transfer_dur, kind="load"),
             semantics=_load_sem,
             extents=_load_ext,
-            defaults=(("transpose", False),),
+            defaults=(("transpose", False), ("space", ""), ("rate", 0.0)),
         ),
         OpKind(
             "move",
             "MTE1",
             ("src",),
             ("dst",),
-            (("rows", "int"), ("cols", "int")),
+            (("rows", "int"), ("cols", "int"), ("rate", "float")),
             "",
             "MOVE",
-            unit=lambda hw, r, w: _path_unit(hw, r[0].space, w[0].space),
-            duration=_move_dur,
+            unit=partial(_transfer_unit, kind="move"),
+            duration=partial(_transfer_dur, kind="move"),
             semantics=_move_sem,
             extents=_rc_ext,
+            defaults=(("rate", 0.0),),
         ),
         OpKind(
             "mmad",
@@ -370,7 +398,7 @@ KINDS: dict[str, OpKind] = {
             (("m", "int"), ("n", "int"), ("k", "int"), ("init", "bool")),
             "",
             "MMAD",
-            unit=lambda hw, r, w: _need_cube(hw).unit,
+            unit=lambda hw, a, r, w: _need_cube(hw).unit,
             duration=_mmad_dur,
             semantics=_mmad_sem,
             extents=_mmad_ext,
@@ -381,13 +409,14 @@ KINDS: dict[str, OpKind] = {
             "FIXPIPE",
             ("src",),
             ("dst",),
-            (("rows", "int"), ("cols", "int")),
+            (("rows", "int"), ("cols", "int"), ("rate", "float")),
             "",
             "FIXPIPE",
-            unit=lambda hw, r, w: _path_unit(hw, r[0].space, w[0].space),
-            duration=_fixpipe_dur,
+            unit=partial(_transfer_unit, kind="fixpipe"),
+            duration=partial(_transfer_dur, kind="fixpipe"),
             semantics=_move_sem,
             extents=_rc_ext,
+            defaults=(("rate", 0.0),),
         ),
         OpKind(
             "vec",
@@ -397,7 +426,7 @@ KINDS: dict[str, OpKind] = {
             (("op", "str"), ("rows", "int"), ("cols", "int"), ("scalar", "float")),
             "",
             "VEC",
-            unit=lambda hw, r, w: _need_vector(hw).unit,
+            unit=lambda hw, a, r, w: _need_vector(hw).unit,
             duration=_vec_dur,
             semantics=_vec_sem,
             extents=_vec_ext,
@@ -409,13 +438,14 @@ KINDS: dict[str, OpKind] = {
             "MTE3",
             ("src",),
             (),
-            (("tensor", "str"), ("region", "region")),
+            (("tensor", "str"), ("region", "region"), ("space", "str"), ("rate", "float")),
             "w",
             "STORE",
-            unit=lambda hw, r, w: _path_unit(hw, r[0].space, "GM"),
-            duration=_store_dur,
+            unit=partial(_transfer_unit, kind="store"),
+            duration=partial(_transfer_dur, kind="store"),
             semantics=_store_sem,
             extents=_store_ext,
+            defaults=(("space", ""), ("rate", 0.0)),
         ),
     )
 }

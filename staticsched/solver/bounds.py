@@ -6,25 +6,32 @@
   and after the last one at least the shortest tail (longest path from its end) remains:
   ``min head + sum of durations + min tail``.
 
-The bound is the maximum of these; both ignore memory and event ids, so they hold for every
-feasible schedule.
+* **Link bound**, per shared link: the link must move every byte of its transfers at its
+  bandwidth, each after its head plus overhead and before its tail (Jackson's preemptive
+  schedule, :func:`~.links.link_bound`).
+
+The bound is the maximum of these; they ignore memory and event ids, and transfers move no
+faster than at their paths' full rates, so they hold for every feasible schedule.
 """
 
 from __future__ import annotations
 
 import attrs
 
+from staticsched.solver.links import link_bound
 from staticsched.solver.problem import Problem, head_lengths, tail_lengths
 
 
 @attrs.frozen
 class Bound:
-    """A lower bound and where it comes from (``"critical_path"`` or ``"pipe core:unit"``)."""
+    """A lower bound and where it comes from (``"critical_path"``, ``"pipe core:unit"`` or
+    ``"link NAME"``)."""
 
     value: int
     source: str
     critical_path: int
     pipe_bounds: tuple[tuple[str, int], ...] = attrs.field(converter=tuple)
+    link_bounds: tuple[tuple[str, int], ...] = attrs.field(converter=tuple, default=())
 
 
 def lower_bound(prob: Problem, core_names: tuple[int, ...] | None = None) -> Bound:
@@ -65,4 +72,9 @@ def lower_bound(prob: Problem, core_names: tuple[int, ...] | None = None) -> Bou
     for label, v in pipes:
         if v > best_value:
             best_value, best_source = v, f"pipe {label}"
-    return Bound(best_value, best_source, cp, pipes)
+    after = [q[i] - prob.dur[i] for i in range(prob.n)]
+    links = link_bound(prob.links, prob.xfers, h, after)
+    for name, v in links:
+        if v > best_value:
+            best_value, best_source = v, f"link {name}"
+    return Bound(best_value, best_source, cp, pipes, links)

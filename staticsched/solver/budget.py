@@ -81,7 +81,7 @@ class Shape:
             len(prob.pipes),
             len(prob.edges),
             sum(1 for it in prob.items if prob.spaces[it.space].binding),
-            sum(1 for tok in prob.tokens if prob.budgets[tok.budget].binding),
+            sum(1 for tok in prob.tokens if prob.budgets[tok.budget].binding) + len(prob.xfers),
         )
 
 

@@ -41,6 +41,7 @@ class Constraints:
         self._memory_addresses()
         self._flag_presence()
         self._flag_budgets()
+        self._link_capacity()
         self._makespan()
 
     def _pipes_no_overlap(self) -> None:
@@ -118,6 +119,25 @@ class Constraints:
             self.model.add_cumulative(
                 [*(v.token[k] for k in ks), *tail], [1] * len(ks) + [cap] * len(tail), cap
             )
+
+    def _link_capacity(self) -> None:
+        """At every cycle the transfers on a link hold at most its units (rates are fixed;
+        a transfer holds from its start or, in timed mode, from the end of its overhead)."""
+        v, prob = self.vars, self.prob
+        for k, lk in enumerate(prob.links):
+            xs = [x for x in prob.xfers if k in x.links]
+            if not xs:
+                continue
+            ivs, demands = [], []
+            for x in xs:
+                off = 0 if prob.link_overhead_holds else min(x.overhead, prob.dur[x.op] - 1)
+                ivs.append(self.model.new_fixed_size_interval_var(
+                    v.start[x.op] + off, prob.dur[x.op] - off, f"link{k}_{x.op}"))
+                demands.append(x.rate)
+            if self.whole:
+                ivs.append(v.after_makespan(0, f"mk_link{k}"))
+                demands.append(lk.units)
+            self.model.add_cumulative(ivs, demands, lk.units)
 
     def _makespan(self) -> None:
         """The makespan covers every op without successors (the others end before them)."""

@@ -2,7 +2,8 @@
 
 The model is stricter than :meth:`Schedule.verify` in two ways: items that share bytes keep a
 gap of ``hold`` cycles, and the flag lifetimes of each binding event-id pool stay within its
-capacity. The list scheduler's timetables and CP-SAT's solutions satisfy it by construction;
+capacity. Shared links hold the rates fixed for the problem's transfers within their units.
+The list scheduler's timetables and CP-SAT's solutions satisfy it by construction;
 the LNS uses this check to decide whether a normalised timetable may seed the next window.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+from staticsched.model.links import peak_usage
+from staticsched.solver.links import holds_of
 from staticsched.solver.problem import Problem
 
 
@@ -79,4 +82,9 @@ def model_violations(prob: Problem, starts: Sequence[int], offsets: Sequence[int
             if level > prob.budgets[b].capacity:
                 out.append(f"budget {b} exceeded")
                 break
+    for k, lk in enumerate(prob.links):
+        holds = [(b, e, u) for _, b, e, u, on in holds_of(prob, starts) if k in on]
+        peak, at = peak_usage(holds)
+        if peak > lk.units:
+            out.append(f"link {lk.name} holds {peak} units at {at}, has {lk.units}")
     return out

@@ -16,10 +16,16 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
-from staticsched.model.hardware import RATE_DENOM
+from staticsched.model.hardware import RATE_DENOM, Hardware
+from staticsched.model.links import Transfer, flow_edges, op_transfer
+from staticsched.model.opgraph import OpGraph
+
+if TYPE_CHECKING:
+    from staticsched.solver.problem import Problem
 
 
 @attrs.frozen
@@ -34,16 +40,27 @@ class LinkSpec:
 @attrs.frozen
 class Xfer:
     """A transfer op of a problem: ``op`` moves ``bytes`` after ``overhead`` cycles, at most
-    ``path_units``, on the problem's links ``links`` (indices)."""
+    ``path_units``, on the problem's links ``links`` (indices); ``rate`` is its fixed rate, or
+    0 while the list scheduler may still choose one."""
 
     op: int
     bytes: int
     overhead: int
     path_units: int
     links: tuple[int, ...] = attrs.field(converter=tuple)
+    rate: int = 0
+    #: the duration at the path's own rate (0: computed from ``path_units``)
+    full: int = 0
 
     def cycles(self, rate: int) -> int:
-        return self.overhead + max(1, math.ceil(self.bytes * RATE_DENOM / rate))
+        """Duration at ``rate`` units (0, or the path's rate: ``full``)."""
+        if not rate or rate >= self.path_units:
+            return self.full or self.overhead + max(1, -(-self.bytes * RATE_DENOM // self.path_units))
+        return self.overhead + max(1, -(-self.bytes * RATE_DENOM // rate))
+
+    def hold_start(self, start: int, overhead_holds: bool) -> int:
+        """When the transfer starts holding its rate (see ``Problem.link_overhead_holds``)."""
+        return start if overhead_holds else start + self.overhead
 
 
 #: a transfer does not start at less than this fraction of its path's rate: it waits for
@@ -51,14 +68,18 @@ class Xfer:
 MIN_RATE_FRACTION = 8
 
 
+#: hold ends a transfer looks ahead to when deciding whether to start slow now or wait
+LOOKAHEAD = 8
+
+
 class LinkTracker:
     """Rates held on each link while a list schedule is built (start times never decrease)."""
 
-    def __init__(self, links: Sequence[LinkSpec], xfers: Sequence[Xfer]) -> None:
+    def __init__(self, links: Sequence[LinkSpec], overhead_holds: bool) -> None:
         self.links = links
-        #: per link: (data start, end, units) of the transfers started so far and not over
+        self.overhead_holds = overhead_holds
+        #: per link: (hold start, end, units) of the transfers started so far and not over
         self.active: list[list[tuple[int, int, int]]] = [[] for _ in links]
-        self.xfers = xfers
 
     def prune(self, t: int) -> None:
         for k, lst in enumerate(self.active):
@@ -67,28 +88,43 @@ class LinkTracker:
 
     def free(self, k: int, since: int) -> int:
         """Units of link ``k`` free at every cycle from ``since`` on (holds only shrink later:
-        every transfer started so far began its data phase or will, none is added before)."""
+        every transfer started so far holds its units already or will, none is added before)."""
+        holds = self.active[k]
         peak = 0
-        for b, e, _ in self.active[k]:
+        for b, e, _ in holds:
             if e > since:
-                # the holds of transfers overlapping [since, inf): the worst cycle is a start
-                peak = max(peak, sum(u2 for b2, e2, u2 in self.active[k]
-                                     if b2 <= max(b, since) < e2))
+                at = max(b, since)
+                peak = max(peak, sum(u for b2, e2, u in holds if b2 <= at < e2))
         return self.links[k].units - peak
 
     def rate(self, x: Xfer, t: int) -> int:
-        """The rate ``x`` gets if it starts at ``t``: its path rate capped by what every link
-        has free from its data start on; 0 when that is below the minimum worth starting."""
-        r = x.path_units
-        for k in x.links:
-            r = min(r, self.free(k, t + x.overhead))
-        return r if r >= max(1, x.path_units // MIN_RATE_FRACTION) or r == x.path_units else 0
+        """The rate ``x`` gets if it starts at ``t``: its fixed rate if there is room for it, or
+        its path rate capped by what every link has free from its hold start on; 0 when that
+        is below the minimum worth starting (or, fixed, does not fit)."""
+        since = x.hold_start(t, self.overhead_holds)
+        room = min((self.free(k, since) for k in x.links), default=x.path_units)
+        if x.rate:
+            return x.rate if room >= x.rate else 0
+        r = min(x.path_units, room)
+        if r == x.path_units:
+            return r
+        if r < max(1, x.path_units // MIN_RATE_FRACTION):
+            # below the minimum: wait for holds to end, unless none will (then this is all)
+            return r if r > 0 and not any(self.active[k] for k in x.links) else 0
+        # a slow start now, or a faster one when a hold ends: whichever finishes first
+        end = t + x.cycles(r)
+        for c in sorted({e for k in x.links for _, e, _ in self.active[k] if t < e < end})[:LOOKAHEAD]:
+            since = x.hold_start(c, self.overhead_holds)
+            rc = min(x.path_units, *(self.free(k, since) for k in x.links))
+            if rc > r and c + x.cycles(rc) < end:
+                return 0
+        return r
 
     def take(self, x: Xfer, t: int, rate: int) -> int:
         """``x`` starts at ``t`` with ``rate``; returns its end."""
         end = t + x.cycles(rate)
         for k in x.links:
-            self.active[k].append((t + x.overhead, end, rate))
+            self.active[k].append((x.hold_start(t, self.overhead_holds), end, rate))
         return end
 
     def next_change(self) -> int | None:
@@ -135,3 +171,121 @@ def link_bound(
                 best = max(best, t - neg_tail)
         out.append((spec.name, best))
     return out
+
+
+def fix_rates(prob: Problem, rates: Sequence[int]) -> Problem:
+    """``prob`` with every transfer's rate fixed to ``rates[op]`` (0 or no rates: the most its
+    path and links allow) and its duration set to match: what CP-SAT, the windows and
+    normalisation then schedule."""
+    if not prob.xfers:
+        return prob
+    dur = list(prob.dur)
+    xfers = []
+    for x in prob.xfers:
+        # no rate chosen: the most the path and every link of it allow
+        r = rates[x.op] if rates and rates[x.op] else 0
+        r = r or min(x.path_units, *(prob.links[k].units for k in x.links))
+        dur[x.op] = x.cycles(r)
+        xfers.append(attrs.evolve(x, rate=r))
+    return attrs.evolve(prob, dur=dur, xfers=xfers)
+
+
+def holds_of(prob: Problem, starts: Sequence[int]) -> list[tuple[int, int, int, int, tuple[int, ...]]]:
+    """``(op, hold start, end, units, links)`` of every transfer of a rate-fixed problem."""
+    return [(x.op, x.hold_start(starts[x.op], prob.link_overhead_holds), starts[x.op] + prob.dur[x.op],
+             x.rate, x.links) for x in prob.xfers]
+
+
+def link_order_edges(prob: Problem, starts: Sequence[int]) -> list[tuple[int, int, int]]:
+    """The links' resource flow of a feasible timetable (:func:`~staticsched.model.links.
+    flow_edges`) as problem edges ``(a, b, latency)``: ``b`` holds no units before ``a``
+    ends."""
+    if not prob.xfers:
+        return []
+    over = {x.op: x.overhead for x in prob.xfers}
+    pairs = flow_edges([lk.units for lk in prob.links], holds_of(prob, starts))
+    if not prob.link_overhead_holds:
+        return [(a, b, -over[b]) for a, b in pairs]
+
+    def flag(a: int, b: int) -> int:
+        # in flags mode the order is a flag: its latency, as for any dependency
+        pa, pb = prob.pipes[prob.pipe[a]], prob.pipes[prob.pipe[b]]
+        return 0 if pa == pb else prob.hold if pa[0] == pb[0] else prob.cross_hold
+
+    return [(a, b, flag(a, b)) for a, b in pairs]
+
+
+@attrs.frozen
+class LinkDemand:
+    """How hard the graph can push one link: the cores whose transfers use it and, per core,
+    the most units it can hold at once (each pipe runs one transfer at a time, at most at its
+    path's rate)."""
+
+    name: str
+    units: int
+    per_core: tuple[tuple[int, int], ...] = attrs.field(converter=tuple)
+
+    @property
+    def cores(self) -> tuple[int, ...]:
+        return tuple(c for c, _ in self.per_core)
+
+    @property
+    def peak(self) -> int:
+        return sum(u for _, u in self.per_core)
+
+    @property
+    def binding(self) -> bool:
+        """Whether the cores could ever ask for more than the link has."""
+        return self.peak > self.units
+
+
+def transfers_of(graph: OpGraph, hw: Hardware) -> dict[int, Transfer]:
+    """Op index -> its transfer on ``hw``'s links (ops that cross no link are left out)."""
+    out = {}
+    for i, op in enumerate(graph.ops):
+        x = op_transfer(op, graph, hw)
+        if x is not None:
+            out[i] = x
+    return out
+
+
+def link_demands(graph: OpGraph, hw: Hardware, transfers: dict[int, Transfer]) -> list[LinkDemand]:
+    """Every link of ``hw`` with the demand ``graph`` can put on it."""
+    out = []
+    for lk in hw.links:
+        per_pipe: dict[tuple[int, str], int] = {}
+        for i, x in transfers.items():
+            if lk.name in x.links:
+                key = (graph.ops[i].core, graph.ops[i].unit)
+                per_pipe[key] = max(per_pipe.get(key, 0), x.path_units)
+        per_core: dict[int, int] = {}
+        for (core, _), u in per_pipe.items():
+            per_core[core] = per_core.get(core, 0) + u
+        out.append(LinkDemand(lk.name, lk.units, sorted(per_core.items())))
+    return out
+
+
+def attach_links(
+    prob: Problem,
+    ops: Sequence[int],
+    transfers: dict[int, Transfer],
+    units: dict[str, int],
+    overhead_holds: bool,
+) -> Problem:
+    """``prob`` (whose op ``k`` is graph op ``ops[k]``) with the links of ``units`` (name ->
+    the units this problem may hold: the whole link, or a core's share) and its transfers on
+    them. Links it does not use are left out."""
+    names = [n for n in units if any(n in transfers[g].links for g in ops if g in transfers)]
+    if not names:
+        return attrs.evolve(prob, link_overhead_holds=overhead_holds)
+    index = {n: k for k, n in enumerate(names)}
+    xfers = []
+    for k, g in enumerate(ops):
+        x = transfers.get(g)
+        if x is None:
+            continue
+        on = tuple(index[n] for n in x.links if n in index)
+        if on:
+            xfers.append(Xfer(k, x.bytes, x.overhead, x.path_units, on, full=x.full))
+    return attrs.evolve(prob, links=[LinkSpec(n, units[n]) for n in names], xfers=xfers,
+                        link_overhead_holds=overhead_holds)

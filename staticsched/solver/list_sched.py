@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from staticsched.solver.links import LinkTracker, Xfer
 from staticsched.solver.problem import Problem, Token, tail_lengths, topo_order
 
 _ABSENT, _OPEN, _CLOSED = 1, 2, 3
@@ -36,12 +37,14 @@ _ABSENT, _OPEN, _CLOSED = 1, 2, 3
 
 @attrs.frozen
 class Timetable:
-    """Starts and item offsets for a problem (local indices)."""
+    """Starts and item offsets for a problem (local indices), and the rate each transfer on a
+    shared link runs at (``rates``, per op; 0 or empty: its path's full rate)."""
 
     starts: tuple[int, ...] = attrs.field(converter=tuple)
     offsets: tuple[int, ...] = attrs.field(converter=tuple)
     makespan: int
     rule: str = ""
+    rates: tuple[int, ...] = attrs.field(converter=tuple, default=())
 
 
 @attrs.frozen
@@ -350,6 +353,11 @@ class _Run:
             self.rank[i] = r
         self.memory = _Memory(prob, prep, pos, var.in_order)
         self.flags = _Flags(prob, prep)
+        self.links = LinkTracker(prob.links, prob.link_overhead_holds)
+        self.xfer: list[Xfer | None] = [None] * n
+        for x in prob.xfers:
+            self.xfer[x.op] = x
+        self.rates = [0] * n
         self.start = [-1] * n
         self.npred = prep.npred[:]
         self.est = [0] * n
@@ -367,6 +375,7 @@ class _Run:
         while self.done < self.prob.n:
             self.memory.release(t)
             self.flags.prune(t)
+            self.links.prune(t)
             while self._start_one(t):
                 pass
             if self.done == self.prob.n:
@@ -375,7 +384,8 @@ class _Run:
             if not later:
                 return self._stuck(t)
             t = min(later)
-        return Timetable(self.start, self.memory.offsets, self.makespan, self.var.name)
+        return Timetable(self.start, self.memory.offsets, self.makespan, self.var.name,
+                         self.rates if self.prob.xfers else ())
 
     def _start_one(self, t: int) -> bool:
         """Start the best startable op on some free pipe at ``t``; False if there is none."""
@@ -390,18 +400,31 @@ class _Run:
                     r = heapq.heappop(heap)
                     i = self.by_rank[r]
                     placed = self.memory.place(i)
-                    if isinstance(placed, tuple) or self.flags.full(i, t + self.prob.dur[i], self.start) >= 0:
+                    if isinstance(placed, tuple):
                         skipped.append(r)
                         continue
-                    self._begin(i, t, placed)
+                    x = self.xfer[i]
+                    rate = self.links.rate(x, t) if x is not None else 0
+                    if x is not None and not rate:
+                        skipped.append(r)  # its links lack bandwidth now
+                        continue
+                    dur = x.cycles(rate) if x is not None else self.prob.dur[i]
+                    if self.flags.full(i, t + dur, self.start) >= 0:
+                        skipped.append(r)
+                        continue
+                    self._begin(i, t, placed, dur, rate)
                     return True
             finally:
                 for r in skipped:
                     heapq.heappush(heap, r)
         return False
 
-    def _begin(self, i: int, t: int, placed: dict[int, list[tuple[int, int]]]) -> None:
-        end = t + self.prob.dur[i]
+    def _begin(self, i: int, t: int, placed: dict[int, list[tuple[int, int]]], dur: int, rate: int) -> None:
+        end = t + dur
+        x = self.xfer[i]
+        if x is not None:
+            self.links.take(x, t, rate)
+            self.rates[i] = rate
         self.start[i] = t
         self.makespan = max(self.makespan, end)
         self.pipe_free[self.prob.pipe[i]] = end
@@ -417,7 +440,8 @@ class _Run:
                 heapq.heappush(self.waiting, (self.est[j], self.rank[j]))
 
     def _events(self) -> list[int]:
-        out = [x for x in (self.memory.next_change(), self.flags.next_change()) if x is not None]
+        changes = (self.memory.next_change(), self.flags.next_change(), self.links.next_change())
+        out = [x for x in changes if x is not None]
         if self.waiting:
             out.append(self.waiting[0][0])
         out.extend(self.pipe_free[p] for p, h in enumerate(self.avail) if h)

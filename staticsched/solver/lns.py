@@ -236,6 +236,11 @@ def _solve_window(
         keep.update(tok.consumers)
         for rv in tok.triggers:
             keep.update(rv)
+    # transfers whose link holds overlap the window's span share its bandwidth: pinned
+    for x in prob.xfers:
+        b = x.hold_start(s[x.op], prob.link_overhead_holds)
+        if x.op in inside or (b < t_end and s[x.op] + dur[x.op] > t_begin):
+            keep.add(x.op)
     ops = sorted(keep)
     sub = _subproblem(prob, ops, items, tokens)
     local = {g: k for k, g in enumerate(ops)}
@@ -277,7 +282,8 @@ def _solve_window(
     if coloured is None:
         return None, res.det_time, len(ops)
     return (
-        Timetable(starts, coloured, max(a + d for a, d in zip(starts, dur, strict=True)), tt.rule),
+        Timetable(starts, coloured, max(a + d for a, d in zip(starts, dur, strict=True)), tt.rule,
+                  tt.rates),
         res.det_time,
         len(ops),
     )
@@ -336,6 +342,7 @@ def _subproblem(prob: Problem, ops: list[int], items: list[int], tokens: list[in
                 [[local[r] for r in rv] for rv in tok.triggers],
             )
         )
+    sub_xfers = [attrs.evolve(x, op=local[x.op]) for x in prob.xfers if x.op in local]
     return attrs.evolve(
         prob,
         dur=[prob.dur[g] for g in ops],
@@ -343,4 +350,5 @@ def _subproblem(prob: Problem, ops: list[int], items: list[int], tokens: list[in
         edges=edges,
         items=sub_items,
         tokens=sub_tokens,
+        xfers=sub_xfers,
     )

@@ -17,6 +17,7 @@ import heapq
 import itertools
 from collections.abc import Sequence
 
+from staticsched.solver.links import link_order_edges
 from staticsched.solver.problem import Problem
 
 
@@ -74,8 +75,8 @@ def _replace(segs: list[list[int]], lo: int, hi: int, item: int) -> set[int]:
 
 
 def semi_active(prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[int]:
-    """Semi-active starts: the earliest under the pipe orders of ``starts``, the edges and the
-    address edges of ``offsets``.
+    """Semi-active starts: the earliest under the pipe orders of ``starts``, the edges, the
+    address edges of ``offsets`` and the order of every shared link (rates fixed).
 
     Parameters
     ----------
@@ -94,7 +95,10 @@ def semi_active(prob: Problem, starts: Sequence[int], offsets: Sequence[int]) ->
     dur = prob.dur
     preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     nsucc: list[list[int]] = [[] for _ in range(n)]
-    for a, b, lat in (*prob.edges, *address_edges(prob, starts, offsets)):
+    # a shared link's order as a resource flow: moving ops earlier keeps every link within
+    # its bandwidth (the problem's rates are fixed)
+    extra = (*address_edges(prob, starts, offsets), *link_order_edges(prob, starts))
+    for a, b, lat in (*prob.edges, *extra):
         preds[b].append((a, lat))
         nsucc[a].append(b)
     by_pipe: dict[int, list[int]] = {}

@@ -24,12 +24,14 @@ and fan-out at one event id).
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Sequence
 
 import attrs
 
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
+from staticsched.solver.links import LinkSpec, Xfer
 
 
 @attrs.frozen
@@ -117,6 +119,14 @@ class Problem:
         ``start[dst] >= start[src] + dur[src] + latency``; sorted, no duplicates.
     hold : int
         Gap between two items sharing bytes: the flag latency (the reuse edge may cross pipes).
+    links, xfers : tuple
+        The shared links that bind this problem (:class:`~.links.LinkSpec`, with the units the
+        problem may use) and its transfers on them (:class:`~.links.Xfer`). A transfer's
+        ``dur`` is its full-rate duration until its rate is fixed (:func:`~.links.fix_rates`).
+    link_overhead_holds : bool
+        Whether a transfer holds its rate from its start (flags mode: a link's order is kept
+        by flags, which release a transfer when another ends) or only from its data phase
+        after its overhead (timed mode: exact cycles keep it).
     """
 
     n_cores: int
@@ -129,6 +139,11 @@ class Problem:
     tokens: tuple[Token, ...] = attrs.field(converter=tuple)
     budgets: tuple[Budget, ...] = attrs.field(converter=tuple)
     hold: int = 0
+    links: tuple[LinkSpec, ...] = attrs.field(converter=tuple, default=())
+    xfers: tuple[Xfer, ...] = attrs.field(converter=tuple, default=())
+    link_overhead_holds: bool = True
+    #: cycles a flag takes from one core to another (``sync.cross_core_latency``)
+    cross_hold: int = 0
 
     @property
     def n(self) -> int:
@@ -154,8 +169,9 @@ def roundup(x: int, q: int) -> int:
     return -(-x // q) * q
 
 
-def core_groups(graph: OpGraph) -> list[tuple[int, ...]]:
-    """Cores connected by cross-core edges, each group sorted, groups sorted by first core."""
+def core_groups(graph: OpGraph, merge: Sequence[Sequence[int]] = ()) -> list[tuple[int, ...]]:
+    """Cores connected by cross-core edges (or in one set of ``merge``), each group sorted,
+    groups sorted by first core."""
     parent = {c: c for c in graph.cores}
 
     def find(c: int) -> int:
@@ -171,13 +187,21 @@ def core_groups(graph: OpGraph) -> list[tuple[int, ...]]:
             ra, rb = find(a), find(b)
             if ra != rb:
                 parent[max(ra, rb)] = min(ra, rb)
+    for cores in merge:
+        cores = [c for c in cores if c in parent]
+        for a, b in itertools.pairwise(cores):
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
     groups: dict[int, list[int]] = {}
     for c in graph.cores:
         groups.setdefault(find(c), []).append(c)
     return sorted(tuple(sorted(g)) for g in groups.values())
 
 
-def build_problems(graph: OpGraph, hw: Hardware) -> list[tuple[Problem, ProblemMap]]:
+def build_problems(
+    graph: OpGraph, hw: Hardware, merge: Sequence[Sequence[int]] = ()
+) -> list[tuple[Problem, ProblemMap]]:
     """Split ``graph`` into independent core groups and describe each as a :class:`Problem`.
 
     Parameters
@@ -186,14 +210,17 @@ def build_problems(graph: OpGraph, hw: Hardware) -> list[tuple[Problem, ProblemM
         A checked OpGraph.
     hw
         Its hardware: pipes, bounded spaces (capacity, alignment), event-id budgets, latencies.
+    merge
+        Sets of cores that must be one problem besides (cores coupled by a shared link).
 
     Returns
     -------
     list of (Problem, ProblemMap)
-        One pair per group of cores joined by cross-core edges, in core order. Groups running
-        the same program give equal problems (the problem is the canonical signature).
+        One pair per group of cores joined by cross-core edges (or ``merge``), in core order.
+        Groups running the same program give equal problems (the problem is the canonical
+        signature).
     """
-    groups = core_groups(graph)
+    groups = core_groups(graph, merge)
     group_of = {c: k for k, g in enumerate(groups) for c in g}
     ops = graph.ops
     local = [0] * len(ops)
@@ -276,6 +303,7 @@ def _build_one(
         tokens=tokens,
         budgets=budgets,
         hold=sync.flag_latency,
+        cross_hold=sync.cross_core_latency,
     )
     return prob, ProblemMap(cores, members, item_ids)
 

@@ -18,9 +18,10 @@ import attrs
 
 from staticsched.errors import InputError
 from staticsched.model.hardware import Hardware
+from staticsched.model.links import peak_usage
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.schedule import OpTime, Placement, Schedule
-from staticsched.options import METHODS
+from staticsched.options import LINK_POLICIES, METHODS
 from staticsched.solver.bounds import lower_bound
 from staticsched.solver.budget import (
     STOP_DETERMINISTIC,
@@ -36,11 +37,20 @@ from staticsched.solver.budget import (
 )
 from staticsched.solver.cpmodel import solve_cpsat
 from staticsched.solver.explain import explain_stuck, precheck
+from staticsched.solver.linkplan import LinkPlan, plan_links
+from staticsched.solver.links import LinkSpec, Xfer, fix_rates, link_bound, transfers_of
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
 from staticsched.solver.lns import improve_lns
 from staticsched.solver.normalize import semi_active
 from staticsched.solver.portfolio import FULL_LIMIT, plan, solve_whole
-from staticsched.solver.problem import Problem, ProblemMap, build_problems, relax_event_budgets
+from staticsched.solver.problem import (
+    Problem,
+    ProblemMap,
+    build_problems,
+    head_lengths,
+    relax_event_budgets,
+    tail_lengths,
+)
 
 _RANK = {"optimal": 0, "feasible": 1, "heuristic": 2}
 
@@ -73,6 +83,10 @@ class SubResult:
     spent: float = 0.0
     det_time: float = 0.0
     search_seconds: float = 0.0
+    #: per local op: the rate a transfer on a shared link runs at (empty: no link) and every
+    #: op's duration at it
+    rates: tuple[int, ...] = attrs.field(converter=tuple, default=())
+    durs: tuple[int, ...] = attrs.field(converter=tuple, default=())
 
 
 def solve(
@@ -86,6 +100,7 @@ def solve(
     time_mode: str = "deterministic",
     progress: Callable[[str], None] | None = None,
     event_budgets: bool = True,
+    link_policy: str = "auto",
 ) -> Schedule:
     """Schedule a checked OpGraph on ``hw``.
 
@@ -118,7 +133,13 @@ def solve(
         Called with one line per improvement (best makespan, bound, elapsed).
     event_budgets : bool
         Keep flag lifetimes within the event-id budgets. False for a program without flags
-        (timed mode), where the budgets constrain nothing.
+        (timed mode), where the budgets constrain nothing; then also a shared link's order is
+        kept by exact cycles, so a transfer holds its rate only from the end of its overhead
+        (with flags, from its start: flags release it when another transfer ends).
+    link_policy : {"auto", "split"}
+        How shared links that can bind are solved (:mod:`.linkplan`): ``"auto"`` splits them
+        equally when that is provably as good and solves the coupled cores as one problem
+        otherwise; ``"split"`` forces the equal static split (a baseline).
 
     Returns
     -------
@@ -136,29 +157,114 @@ def solve(
         For a bad ``method``, ``time_limit``, ``workers`` or ``time_mode``.
     """
     _check_args(method, time_limit, seed, workers, time_mode)
+    if link_policy not in LINK_POLICIES:
+        raise InputError(f"link_policy must be one of {', '.join(LINK_POLICIES)}, got {link_policy!r}")
     t0 = time.monotonic()
     pairs = build_problems(graph, hw)
     if not event_budgets:
         pairs = [(relax_event_budgets(prob), pmap) for prob, pmap in pairs]
     precheck(graph, hw, pairs)
-    unique: dict[Problem, int] = {}
+    say = progress or (lambda line: None)
+    lp = plan_links(graph, hw, pairs, policy=link_policy, overhead_holds=event_budgets,
+                    relax=None if event_budgets else relax_event_budgets)
+    if lp.note:
+        say(f"links: {lp.note}")
+    run = _Run(method, time_limit, seed, workers, time_mode)
+    starts: list[Timetable | None] = [None] * len(lp.pairs)
+    best: tuple[list[tuple[Problem, ProblemMap]], list[SubResult]] | None = None
+    if lp.case == "coupled":
+        # cheap candidates first, each with a share of the time: the cores solved as if the
+        # link were not there (kept when their timetable happens to fit it) and, identical
+        # cores, the equal split; the best seeds the chip's search with the rest of the time
+        first = attrs.evolve(run, time_limit=run.time_limit * SEED_SHARE / 2)
+        cands = []
+        free = _solve_pairs(graph, list(pairs), first, say, progress)
+        if _fits_links(graph, hw, *free, overhead_holds=event_budgets):
+            cands.append(free)
+        else:
+            say("links: the cores' own timetables overload the link together")
+        if lp.seed:
+            cands.append(_solve_pairs(graph, list(lp.seed), first, say, progress))
+        if cands:
+            best = min(cands, key=lambda c: _assembled_makespan(*c))
+            starts = _seeds(lp, *best, graph)
+        run = attrs.evolve(run, time_limit=run.time_limit * (1 - SEED_SHARE))
+    solved_pairs, results = _solve_pairs(graph, list(lp.pairs), run, say, progress, starts)
+    if best is not None and _assembled_makespan(*best) < _assembled_makespan(solved_pairs, results):
+        solved_pairs, results = best  # a search never ends worse than its start; kept honest
+    bound = chip_lower_bound(graph, hw, pairs)
+    return _assemble(graph, hw, solved_pairs, results, method, time.monotonic() - t0, lp, bound)
+
+
+def chip_lower_bound(
+    graph: OpGraph, hw: Hardware, pairs: list[tuple[Problem, ProblemMap]]
+) -> tuple[int, str, list[tuple[str, int]]]:
+    """A lower bound of the user's problem (never of a restricted one): the best of every
+    core group's own bound (pipes, critical path) and, per shared link, the bytes all cores
+    move on it at its whole bandwidth between their heads and tails (:func:`.links.
+    link_bound`). Returns the value, what gives it, and every link's bound."""
+    best, source = 0, ""
+    transfers = transfers_of(graph, hw) if hw.links else {}
+    head: dict[int, int] = {}
+    after: dict[int, int] = {}
+    cores = {}
+    for prob, pmap in pairs:
+        b = lower_bound(prob, pmap.cores)
+        if b.value > best:
+            best, source = b.value, b.source
+        if transfers:
+            h, q = head_lengths(prob), tail_lengths(prob)
+            for li, gi in enumerate(pmap.ops):
+                head[gi], after[gi] = h[li], q[li] - prob.dur[li]
+        cores[pmap.cores] = b.value
+    links = []
+    if transfers:
+        specs = [LinkSpec(lk.name, lk.units) for lk in hw.links]
+        index = {lk.name: k for k, lk in enumerate(hw.links)}
+        order = sorted(transfers)
+        local = {g: k for k, g in enumerate(order)}
+        xs = [Xfer(local[g], x.bytes, x.overhead, x.path_units, [index[n] for n in x.links], full=x.full)
+              for g, x in ((g, transfers[g]) for g in order)]
+        links = link_bound(specs, xs, [head[g] for g in order], [after[g] for g in order])
+        for name, v in links:
+            if v > best:
+                best, source = v, f"link {name}"
+    return best, source, links
+
+
+#: the share of the time limit the cheap candidates of a coupled search get (half each)
+SEED_SHARE = 0.25
+
+
+def _solve_pairs(
+    graph: OpGraph,
+    pairs: list[tuple[Problem, ProblemMap]],
+    run: _Run,
+    say: Callable[[str], None],
+    progress: Callable[[str], None] | None,
+    starts: list[Timetable | None] | None = None,
+) -> tuple[list[tuple[Problem, ProblemMap]], list[SubResult]]:
+    """Solve every pair, each distinct problem once (identical cores share one), and return
+    the pairs with one result each; an infeasible one raises with the explanation."""
+    starts = starts or [None] * len(pairs)
+    unique: dict[tuple[Problem, int], int] = {}
     first_of: list[int] = []
     task_of = []
     for k, (prob, _) in enumerate(pairs):
-        if prob not in unique:
-            unique[prob] = len(first_of)
+        # a pair with its own start timetable is a problem of its own
+        key = (prob, k if starts[k] is not None else -1)
+        if key not in unique:
+            unique[key] = len(first_of)
             first_of.append(k)
-        task_of.append(unique[prob])
+        task_of.append(unique[key])
     tasks = [pairs[k][0] for k in first_of]
+    task_starts = [starts[k] for k in first_of]
     labels = [_label(pairs[k][1], sum(1 for t in task_of if t == j)) for j, k in enumerate(first_of)]
-    say = progress or (lambda line: None)
     say(f"{len(graph.ops)} ops in {len(pairs)} core group(s), {len(tasks)} distinct")
-
-    run = _Run(method, time_limit, seed, workers, time_mode)
-    if min(workers, len(tasks)) > 1:
+    if min(run.workers, len(tasks)) > 1 and not any(task_starts):
         results = _run_parallel(tasks, labels, run, say)
     else:
-        results = _run_sequential(tasks, labels, run, progress)
+        results = _run_sequential(tasks, labels, run, progress, task_starts)
     errors = []
     for j, res in enumerate(results):
         if res.stuck is not None:
@@ -168,7 +274,59 @@ def solve(
         from staticsched.errors import InfeasibleError
 
         raise InfeasibleError(errors)
-    return _assemble(graph, hw, pairs, task_of, results, method, time.monotonic() - t0)
+    return pairs, [results[j] for j in task_of]
+
+
+def _seeds(
+    lp: LinkPlan, seed_pairs: list[tuple[Problem, ProblemMap]], seeded: list[SubResult], graph: OpGraph
+) -> list[Timetable | None]:
+    """Start timetables for the coupled problems from the equal split's solution: the same
+    starts, addresses and rates, which fit the whole link since the shares add up to it."""
+    n_ops, n_items = len(graph.ops), len(graph.items)
+    start, rate, offset = [0] * n_ops, [0] * n_ops, [0] * n_items
+    for (_, pmap), res in zip(seed_pairs, seeded, strict=True):
+        for li, gi in enumerate(pmap.ops):
+            start[gi] = res.starts[li]
+            rate[gi] = res.rates[li] if res.rates else 0
+        for lk, gk in enumerate(pmap.items):
+            offset[gk] = res.offsets[lk]
+    out: list[Timetable | None] = []
+    for prob, pmap in lp.pairs:
+        starts = [start[g] for g in pmap.ops]
+        rates = [rate[g] for g in pmap.ops] if prob.xfers else []
+        fixed = fix_rates(prob, rates)
+        ends = [s + d for s, d in zip(starts, fixed.dur, strict=True)]
+        out.append(Timetable(starts, [offset[g] for g in pmap.items], max(ends, default=0), "split",
+                             rates))
+    return out
+
+
+def _fits_links(
+    graph: OpGraph,
+    hw: Hardware,
+    pairs: list[tuple[Problem, ProblemMap]],
+    results: list[SubResult],
+    overhead_holds: bool,
+) -> bool:
+    """Whether the chip timetable of ``results`` (every transfer at its path's rate) stays
+    within every link's bandwidth, transfers holding from their start (flags) or from the end
+    of their overhead (timed)."""
+    transfers = transfers_of(graph, hw)
+    holds: dict[str, list[tuple[int, int, int]]] = {lk.name: [] for lk in hw.links}
+    for (_, pmap), res in zip(pairs, results, strict=True):
+        for li, gi in enumerate(pmap.ops):
+            x = transfers.get(gi)
+            if x is None:
+                continue
+            start = res.starts[li]
+            begin = start if overhead_holds else start + x.overhead
+            for name in x.links:
+                holds[name].append((begin, start + x.cycles(0), x.path_units))
+    return all(peak_usage(holds[lk.name])[0] <= lk.units for lk in hw.links)
+
+
+def _assembled_makespan(pairs: list[tuple[Problem, ProblemMap]], results: list[SubResult]) -> int:
+    return max((r.makespan for r in results), default=0)
 
 
 @attrs.frozen
@@ -183,7 +341,11 @@ class _Run:
 
 
 def _run_sequential(
-    tasks: list[Problem], labels: list[str], run: _Run, progress: Callable[[str], None] | None
+    tasks: list[Problem],
+    labels: list[str],
+    run: _Run,
+    progress: Callable[[str], None] | None,
+    starts: list[Timetable | None] | None = None,
 ) -> list[SubResult]:
     """Solve the problems one after another; each gets its share (by ops) of what the earlier
     ones left. Shares and what was left are calibrated seconds in deterministic mode (so the
@@ -196,7 +358,8 @@ def _run_sequential(
         share = left * prob.n / max(remaining, 1)
         remaining -= prob.n
         clock = Clock(run.time_mode, share, wall_left, run.workers)
-        res = solve_problem(prob, run.method, clock, run.seed, labels[j], progress)
+        res = solve_problem(prob, run.method, clock, run.seed, labels[j], progress,
+                            starts[j] if starts else None)
         results.append(res)
         left = max(0.0, left - (res.spent if clock.deterministic else res.search_seconds))
         wall_left = max(0.0, wall_left - res.search_seconds)
@@ -248,6 +411,8 @@ def model_is_exact(prob: Problem) -> bool:
     """
     if any(b.binding for b in prob.budgets):
         return False
+    if prob.xfers:
+        return False  # the transfers' rates are fixed (by the list schedule): a restriction
     return not (prob.hold > 0 and any(sp.binding for sp in prob.spaces))
 
 
@@ -258,16 +423,20 @@ def solve_problem(
     seed: int,
     label: str = "",
     progress: Callable[[str], None] | None = None,
+    start: Timetable | None = None,
 ) -> SubResult:
     """List-schedule one problem, improve it by the phases of its plan, and normalise the best.
 
     ``clock`` grants the search its seconds, mode, wall-clock deadline and CP-SAT workers.
+    ``start``, a feasible timetable (with its transfers' rates), replaces the list schedule.
+    Transfers on shared links get their rates from the list schedule (or ``start``); the
+    search then keeps them fixed.
     """
     t0 = time.monotonic()
     shape = Shape.of(prob)
     exact = model_is_exact(prob)
     bound = lower_bound(prob)
-    found = list_schedule(prob)
+    found = start if start is not None else list_schedule(prob)
     relaxed = False
     # the search starts here: the time limit bounds what follows, up to normalisation
     t_search = time.monotonic()
@@ -285,6 +454,7 @@ def solve_problem(
         if isinstance(rescued, Stuck):
             return SubResult((), (), 0, bound.value, bound.source, "heuristic", "list", 0, stuck=rescued)
         found = rescued
+    prob = fix_rates(prob, found.rates)
     listed = semi_active(prob, found.starts, found.offsets)
     list_ms = _makespan(prob, listed)
     best, offsets, best_ms = listed, found.offsets, list_ms
@@ -357,7 +527,18 @@ def solve_problem(
         spent=spent,
         det_time=det_used,
         search_seconds=time.monotonic() - t_search,
+        rates=_rates(prob),
+        durs=prob.dur,
     )
+
+
+def _rates(prob: Problem) -> tuple[int, ...]:
+    if not prob.xfers:
+        return ()
+    rates = [0] * prob.n
+    for x in prob.xfers:
+        rates[x.op] = x.rate
+    return tuple(rates)
 
 
 def _worst(stops: list[str]) -> str:
@@ -376,9 +557,10 @@ def _rescue(
     finds a schedule or proves that none satisfies the constraints (recorded in ``stuck``)."""
     if prob.n > FULL_LIMIT:
         return stuck
-    cp = solve_cpsat(prob, None, lower, det_limit=det_limit, wall_limit=wall_limit, seed=seed)
+    fixed = fix_rates(prob, ())  # CP-SAT schedules transfers at fixed rates: the most allowed
+    cp = solve_cpsat(fixed, None, lower, det_limit=det_limit, wall_limit=wall_limit, seed=seed)
     if cp.timetable is not None:
-        return attrs.evolve(cp.timetable, rule="cpsat-rescue")
+        return attrs.evolve(cp.timetable, rule="cpsat-rescue", rates=_rates(fixed))
     return attrs.evolve(stuck, proof="infeasible" if cp.status == "infeasible" else "unknown")
 
 
@@ -417,22 +599,29 @@ def _assemble(
     graph: OpGraph,
     hw: Hardware,
     pairs: list[tuple[Problem, ProblemMap]],
-    task_of: list[int],
     results: list[SubResult],
     method: str,
     seconds: float,
+    lp: LinkPlan,
+    chip_bound: tuple[int, str, list[tuple[str, int]]],
 ) -> Schedule:
     n = len(graph.ops)
     start = [0] * n
+    dur = [op.duration for op in graph.ops]
+    rate = [0] * n
     offset: dict[int, int] = {}
-    for (_, pmap), j in zip(pairs, task_of, strict=True):
-        res = results[j]
+    for (_, pmap), res in zip(pairs, results, strict=True):
         for li, gi in enumerate(pmap.ops):
             start[gi] = res.starts[li]
+            if res.durs:
+                dur[gi] = res.durs[li]
+            if res.rates:
+                rate[gi] = res.rates[li]
         for lk, gk in enumerate(pmap.items):
             offset[gk] = res.offsets[lk]
     ops = [
-        OpTime(op.id, op.core, op.unit, start[i], start[i] + op.duration) for i, op in enumerate(graph.ops)
+        OpTime(op.id, op.core, op.unit, start[i], start[i] + dur[i], rate[i])
+        for i, op in enumerate(graph.ops)
     ]
     acc = graph.accesses
     items = []
@@ -440,18 +629,19 @@ def _assemble(
         uses = acc.get(it.name, ())
         if uses:
             core = graph.ops[uses[0][0]].core
-            live = (min(start[i] for i, _ in uses), max(start[i] + graph.ops[i].duration for i, _ in uses))
+            live = (min(start[i] for i, _ in uses), max(start[i] + dur[i] for i, _ in uses))
         else:
             core, live = 0, (0, 0)
         items.append(Placement(it.name, core, it.space, offset.get(k, 0), it.bytes, *live))
+    distinct = list({id(r): r for r in results}.values())
     makespan = max((o.end for o in ops), default=0)
-    lower = max((r.lower for r in results), default=0)
-    deciding = [j for j in sorted(set(task_of)) if results[j].makespan == makespan]
+    lower, source, link_bounds = chip_bound
+    deciding = [r for r in distinct if r.makespan == makespan]
     if makespan <= lower:
         status = "optimal"
     else:
-        status = max((results[j].status for j in deciding), key=_RANK.__getitem__, default="heuristic")
-    reasons = {r.stop_reason for r in results}
+        status = max((r.status for r in deciding), key=_RANK.__getitem__, default="heuristic")
+    reasons = {r.stop_reason for r in distinct}
     if STOP_WALL_MODE in reasons:
         # wall-clock mode: even a proven makespan may come with another timetable next time
         stop = STOP_WALL_MODE_OPTIMAL if status == "optimal" else STOP_WALL_MODE
@@ -463,24 +653,25 @@ def _assemble(
         stop = "list"
     else:
         # what ended the search of the problems that decide the makespan
-        deciding_reasons = sorted({results[j].stop_reason for j in deciding} - {STOP_OPTIMAL})
+        deciding_reasons = sorted({r.stop_reason for r in deciding} - {STOP_OPTIMAL})
         stop = deciding_reasons[0] if deciding_reasons else STOP_DETERMINISTIC
-    source = max(results, key=lambda r: r.lower).bound_source if results else ""
-    cp = [r.cpsat_makespan for r in results if r.cpsat_makespan >= 0]
+    cp = [r.cpsat_makespan for r in distinct if r.cpsat_makespan >= 0]
     stats = {
         "ops": n,
         "items": len(graph.items),
         "core_groups": len(pairs),
-        "distinct_problems": len(results),
-        "list_makespan": max((r.list_makespan for r in results), default=0),
-        "cpsat_makespan": max(cp) if len(cp) == len(results) and cp else -1,
+        "distinct_problems": len(distinct),
+        "list_makespan": max((r.list_makespan for r in distinct), default=0),
+        "cpsat_makespan": max(cp) if len(cp) == len(distinct) and cp else -1,
         "lower_bound_source": source,
-        "event_budgets_relaxed": sum(1 for r in results if r.relaxed),
+        "link_bounds": "; ".join(f"{name} {v}" for name, v in link_bounds),
+        "links": lp.note,
+        "event_budgets_relaxed": sum(1 for r in distinct if r.relaxed),
         # the bound is for this OpGraph, i.e. for the tiling its lowering chose
         "lower_bound_scope": "this op graph (the tiling chosen when lowering)",
-        "model_exact": all(r.exact for r in results),
-        "search_seconds": round(sum(r.search_seconds for r in results), 3),
-        "det_time": round(sum(r.det_time for r in results), 3),
+        "model_exact": all(r.exact for r in distinct),
+        "search_seconds": round(sum(r.search_seconds for r in distinct), 3),
+        "det_time": round(sum(r.det_time for r in distinct), 3),
         "seconds": round(seconds, 3),
     }
     return Schedule(

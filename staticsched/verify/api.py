@@ -29,6 +29,7 @@ from staticsched.verify.hb import flags_pass, race_findings, timed_pass
 from staticsched.verify.index import OP, SET, WAIT, ProgramIndex
 from staticsched.verify.jitter import collect as jitter_collect
 from staticsched.verify.jitter import start as jitter_start
+from staticsched.verify.links import link_findings
 from staticsched.verify.memory import (
     live_range_findings,
     placement_findings,
@@ -151,6 +152,7 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
         found["memory"].extend(clock.run("memory", live_range_findings, ix, rep))
         found["memory"].extend(clock.run("memory", uninitialized_read_findings, ix, rep))
         found["conformance"].extend(clock.run("conformance", conformance_findings, ix, rep))
+        found["link"].extend(clock.run("links", link_findings, ix, rep))
 
         stats: dict[str, Any] = _counts(ix, rep)
         data = None

@@ -118,7 +118,7 @@ def _evaluate(
         )
     try:
         extents = extent_problems(kind, a, r, w)
-        return kind.unit(ix.hw, r, w), int(kind.duration(ix.hw, a, r, w)), extents
+        return kind.unit(ix.hw, a, r, w), int(kind.duration(ix.hw, a, r, w)), extents
     except _FAILURES as exc:
         if isinstance(exc, StaticschedError):
             text = "; ".join(exc.problems)

@@ -16,6 +16,7 @@ CHECKS = (
     "memory",
     "conformance",
     "cost",
+    "link",
     "jitter",
     "numeric",
 )

@@ -1,0 +1,103 @@
+"""Shared links: at no cycle of the nominal replay may the transfers on a link move more than
+its bandwidth.
+
+Every transfer op (load, store, move, fixpipe) whose path a hardware link carries holds its
+rate on that link during its data phase ``[start + overhead, end)`` of the replay; the rate is
+its ``rate`` attribute (bytes per cycle), or its path's rate when it has none. The bytes and
+the path come from the kind table (``transfer_route``), the rate units from the hardware
+model, the cycles from the verifier's own replay: nothing from the solver. A rate above the
+path's, below zero, or not a multiple of ``1/RATE_DENOM`` is a finding too.
+
+Only the nominal replay is checked: a jittered replay stretches a transfer over more cycles,
+and a transfer cannot beat its rate, so the nominal timing is the one whose link use is a
+claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from staticsched.model.hardware import RATE_DENOM
+from staticsched.model.links import overflows, rate_text, rate_units
+from staticsched.model.opkinds import KINDS, TRANSFER_KINDS, item_shape, transfer_route
+from staticsched.verify.index import OP, ProgramIndex
+from staticsched.verify.replay import Replay
+from staticsched.verify.report import Finding
+
+#: overflows listed per link before the rest are counted
+SHOWN = 5
+
+
+def link_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
+    """``link`` findings: ``overflow`` (a link over its bandwidth, first cycle of each stretch)
+    and ``bad_rate`` (a rate no transfer of that path can have)."""
+    hw = ix.hw
+    if not hw.links:
+        return []
+    out: list[Finding] = []
+    holds: dict[str, list[tuple[int, int, int, str]]] = {lk.name: [] for lk in hw.links}
+    skip = {op for f in ix.problems for op in f.ops}
+    for gid in range(ix.n):
+        if ix.role[gid] != OP or rep.start[gid] < 0:
+            continue
+        ins = ix.instr[gid]
+        if ins.kind not in TRANSFER_KINDS or ins.id in skip:
+            continue
+        route = _route(ix, ins)
+        if route is None:
+            continue
+        src, dst, _ = route
+        links = hw.links_of(src, dst)
+        if not links or not hw.has_path(src, dst):
+            continue
+        path = hw.path(src, dst)
+        full = rate_units(path.bytes_per_cycle)
+        rate = float(dict(ins.attrs).get("rate", 0.0) or 0.0)
+        units = rate * RATE_DENOM
+        if rate < 0 or units != int(units) or units > full:
+            out.append(Finding(
+                "link", "bad_rate",
+                f"{ix.describe(gid)}: rate {rate!r} B/cycle is not a multiple of 1/{RATE_DENOM} in "
+                f"(0, {rate_text(full)}] (path {src}->{dst})",
+                ops=(ix.op_label(gid),), core=ix.core_of(gid), pipes=(ix.unit_of(gid),),
+            ))
+            continue
+        begin = rep.start[gid] + min(path.overhead, max(0, rep.end[gid] - rep.start[gid] - 1))
+        for lk in links:
+            holds[lk.name].append((begin, rep.end[gid], int(units) or full, ix.op_label(gid)))
+    for lk in hw.links:
+        over = overflows(lk.units, holds[lk.name])
+        for cycle, level, who in over[:SHOWN]:
+            out.append(Finding(
+                "link", "overflow",
+                f"link {lk.name} carries {rate_text(level)} B/cycle at cycle {cycle}, above its "
+                f"{rate_text(lk.units)} B/cycle: {_names(who)}",
+                ops=tuple(who), cycle=cycle,
+            ))
+        if len(over) > SHOWN:
+            out.append(Finding(
+                "link", "overflow",
+                f"link {lk.name}: {len(over) - SHOWN} further stretches over its bandwidth are not listed",
+            ))
+    return out
+
+
+def _route(ix: ProgramIndex, ins) -> tuple[str, str, int] | None:
+    kind = KINDS[ins.kind]
+    a = {**dict(kind.defaults), **dict(ins.attrs)}
+    names = (*ins.reads, *ins.writes)
+    if kind.missing(a) or any(n not in ix.items for n in names):
+        return None
+    shapes = [item_shape(it.space, it.bytes, it.dtype, it.shape) for it in (ix.items[n] for n in names)]
+    reads, writes = shapes[: len(ins.reads)], shapes[len(ins.reads):]
+    if len(reads) < len(kind.reads) or len(writes) < len(kind.writes):
+        return None
+    try:
+        return transfer_route(ins.kind, a, reads, writes)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _names(who: Sequence[str]) -> str:
+    shown = ", ".join(who[:6])
+    return shown + (f" and {len(who) - 6} more" if len(who) > 6 else "")
