@@ -153,3 +153,44 @@ def test_solver_never_overloads_a_link_and_the_verifier_agrees(tg, cores, bandwi
     blind = _emitted(tg, attrs.evolve(hw, links=()), method="list", mode=mode)
     over = _overloaded(blind, hw)
     assert bool(over) == ("overflow" in _link_kinds(verify(blind, hw))), over
+
+
+def test_schedule_verify_rejects_a_timetable_over_the_link():
+    hw = load_hardware("seed-davinci-hbm")
+    blind = compile_graph(taskgraph_from_dict(_stream(512, 1024)), attrs.evolve(hw, links=()),
+                          method="list").schedule
+    assert blind.verify() == ()
+    problems = attrs.evolve(blind, hw=hw).verify()
+    assert any("link HBM: transfers move" in p for p in problems), problems
+
+
+def _move_earlier(program: Program) -> Program:
+    """Move one transfer earlier, to when its pipe is free and its sources are written (so
+    its pipe stays serial and its data is there: only the link can object)."""
+    written = {}
+    for stream in program.streams:
+        for ins in stream.instrs:
+            for name in ins.writes:
+                written[name] = max(written.get(name, 0), ins.cycle + ins.duration)
+    streams = list(program.streams)
+    for s, stream in enumerate(streams):
+        instrs = list(stream.instrs)
+        free = 0
+        for k, ins in enumerate(instrs):
+            ready = max([free, *(written.get(n, 0) for n in ins.reads)])
+            if ins.kind in ("load", "store") and ins.cycle - ready > ins.duration // 4:
+                instrs[k] = attrs.evolve(ins, cycle=ready)
+                streams[s] = attrs.evolve(stream, instrs=instrs)
+                return attrs.evolve(program, streams=streams)
+            free = ins.cycle + ins.duration
+    raise AssertionError("no transfer with room before it")
+
+
+def test_timed_mutation_moving_a_transfer_over_the_link_is_caught():
+    hw = load_hardware("seed-davinci-hbm")
+    program = _emitted(taskgraph_from_dict(_stream(512, 1024)), hw, method="list", mode="timed")
+    assert verify(program, hw).ok
+    mutant = _move_earlier(program)
+    assert _overloaded(mutant, hw) == ["HBM"]
+    report = verify(mutant, hw)
+    assert set(report.kinds()) == {("link", "overflow")}, report.text()

@@ -34,8 +34,11 @@ def timetable_to_dict(schedule: Schedule, plan: SyncPlan) -> dict[str, Any]:
         "method": schedule.method,
         "stop_reason": schedule.stop_reason,
         "mode": plan.mode,
+        # a transfer slowed by a shared link also says its rate (bytes per cycle)
         "ops": [
-            {"id": t.id, "core": t.core, "unit": t.unit, "start": t.start, "end": t.end} for t in schedule.ops
+            {"id": t.id, "core": t.core, "unit": t.unit, "start": t.start, "end": t.end,
+             **({"rate": rate_text(t.rate)} if t.rate else {})}
+            for t in schedule.ops
         ],
         "items": {
             p.item: {

@@ -9,9 +9,10 @@ implies.
   the split constrains no core: each core's schedule is as good as its schedule without the
   link, which no sharing could beat -- the split is provably as good, and as cheap as today.
 * **Coupled.** Otherwise the cores sharing the link are one problem with the whole bandwidth,
-  solved as a whole within the time limit. When the cores are identical, the equal split
-  (cheap) is solved first and seeds the chip's search, so the coupled result is never worse
-  than the split.
+  solved as a whole within the time limit. Cheap candidates are solved first -- the cores as
+  if the link were not there (kept when their timetable happens to fit it), the equal split,
+  and the split weighted by each core's bytes on the link -- and the best seeds the chip's
+  search, so the coupled result is never worse than any of them.
 
 ``policy`` ``"split"`` forces the equal split (a baseline to compare against); ``"auto"``
 chooses as above.
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 import attrs
 
 from staticsched.model.hardware import Hardware
-from staticsched.model.links import rate_text
+from staticsched.model.links import Transfer, rate_text
 from staticsched.model.opgraph import OpGraph
 from staticsched.solver.links import LinkDemand, attach_links, link_demands, transfers_of
 from staticsched.solver.problem import Problem, ProblemMap, build_problems
@@ -35,13 +36,14 @@ Pair = tuple[Problem, ProblemMap]
 @attrs.frozen
 class LinkPlan:
     """The case that applies (``"none"``, ``"not binding"``, ``"equal split"`` or
-    ``"coupled"``), a sentence for the summary, the problems to solve, and -- coupled with
-    identical cores -- the split problems whose solution seeds the chip's search."""
+    ``"coupled"``), a sentence for the summary, the problems to solve, and -- coupled -- the
+    static splits whose solutions are candidates and seed the chip's search: ``(name,
+    problems)``, the equal split and (unequal demand) the split weighted by each core's bytes."""
 
     case: str
     note: str
     pairs: tuple[Pair, ...] = attrs.field(converter=tuple)
-    seed: tuple[Pair, ...] = attrs.field(converter=tuple, default=())
+    splits: tuple[tuple[str, tuple[Pair, ...]], ...] = attrs.field(converter=tuple, default=())
 
 
 def _demand_text(d: LinkDemand) -> str:
@@ -85,29 +87,17 @@ def plan_links(
         return LinkPlan("not binding", note, pairs)
     linked = {c for d in binding for c in d.cores}
     touched = [k for k, (_, pmap) in enumerate(pairs) if linked.intersection(pmap.cores)]
-    split: list[Pair] = list(pairs)
-    provable = True
-    for k in touched:
-        prob, pmap = pairs[k]
-        units = {}
-        for d in binding:
-            mine = [c for c in pmap.cores if c in d.cores]
-            if not mine:
-                continue
-            share = d.units // len(d.cores) * len(mine)
-            units[d.name] = share
-            peak = sum(u for c, u in d.per_core if c in mine)
-            provable = provable and peak <= share
-        split[k] = (attach_links(prob, pmap.ops, transfers, units, overhead_holds), pmap)
+    equal = _split(graph, pairs, touched, binding, transfers, overhead_holds, weighted=False)
     shares = "; ".join(f"{d.name} {rate_text(d.units // len(d.cores)):g} B/cycle per core"
                        for d in binding)
+    provable = all(u <= d.units // len(d.cores) for d in binding for _, u in d.per_core)
     if provable:
         # no core can ask for more than its share: the shares constrain nothing, the cores
         # stay as independent as without the link
         return LinkPlan("equal split", f"equal static split ({shares}) is provably as good: no core "
                         "can use more than its share", pairs)
     if policy == "split":
-        return LinkPlan("equal split", f"equal static split ({shares}), forced", split)
+        return LinkPlan("equal split", f"equal static split ({shares}), forced", equal)
     # coupled: the cores of each group of binding links that share cores become one problem
     merge = _components(binding)
     merged = build_problems(graph, hw, merge)
@@ -119,11 +109,57 @@ def plan_links(
         if linked.intersection(pmap.cores):
             prob = attach_links(prob, pmap.ops, transfers, full, overhead_holds)
         out.append((prob, pmap))
-    identical = len({pairs[k][0] for k in touched}) == 1
+    splits = [("equal split", tuple(equal))]
+    weighted = _split(graph, pairs, touched, binding, transfers, overhead_holds, weighted=True)
+    if weighted != equal:
+        splits.append(("weighted split", tuple(weighted)))
     coupled = ", ".join(f"{len(c)} cores" for c in merge)
     note = ("coupled: " + "; ".join(_demand_text(d) for d in binding) + f"; solved as one problem "
-            f"({coupled})" + (f", seeded by an equal static split ({shares})" if identical else ""))
-    return LinkPlan("coupled", note, out, split if identical else ())
+            f"({coupled}) from the best of the cores' own timetables and static splits")
+    return LinkPlan("coupled", note, out, splits)
+
+
+def _split(
+    graph: OpGraph,
+    pairs: Sequence[Pair],
+    touched: Sequence[int],
+    binding: Sequence[LinkDemand],
+    transfers: dict[int, Transfer],
+    overhead_holds: bool,
+    weighted: bool,
+) -> list[Pair]:
+    """``pairs`` with each core of the touched groups given a private share of every binding
+    link (a link of its own, named ``LINK@core``): equal, or in proportion to the bytes its
+    transfers move on the link (floored, so the shares add up to at most the link; equal when
+    a core's share would floor to nothing). Cores of one group (joined by cross-core edges)
+    get shares of their own too, so the split holds inside a group as well."""
+    core_of = {g: graph.ops[g].core for g in transfers}
+    shares: dict[str, dict[int, int]] = {}
+    for d in binding:
+        moved: dict[int, int] = {}
+        for g, x in transfers.items():
+            if d.name in x.links:
+                moved[core_of[g]] = moved.get(core_of[g], 0) + x.bytes
+        total = sum(moved.values())
+        prop = {c: d.units * b // total for c, b in moved.items()} if total else {}
+        use_prop = weighted and total and all(prop.values())
+        shares[d.name] = prop if use_prop else {c: d.units // len(d.cores) for c in moved}
+    names = {d.name for d in binding}
+    out = list(pairs)
+    for k in touched:
+        prob, pmap = pairs[k]
+
+        def share(n: str, c: int, one: bool = len(pmap.cores) == 1) -> str:
+            # a one-core group's share is named alike on every core: identical cores stay
+            # one problem
+            return f"{n} share" if one else f"{n} share of core {c}"
+
+        mine = {g: attrs.evolve(transfers[g], links=tuple(
+                    share(n, core_of[g]) if n in names else n for n in transfers[g].links))
+                for g in pmap.ops if g in transfers}
+        units = {share(n, c): u for n, per in shares.items() for c, u in per.items() if c in pmap.cores}
+        out[k] = (attach_links(prob, pmap.ops, mine, units, overhead_holds), pmap)
+    return out
 
 
 def _components(binding: Sequence[LinkDemand]) -> list[tuple[int, ...]]:

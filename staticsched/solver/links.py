@@ -80,27 +80,54 @@ class LinkTracker:
         self.overhead_holds = overhead_holds
         #: per link: (hold start, end, units) of the transfers started so far and not over
         self.active: list[list[tuple[int, int, int]]] = [[] for _ in links]
+        #: free units per (link, since) while the holds do not change (the scheduler asks for
+        #: every ready transfer at every event)
+        self._free: dict[tuple[int, int], int] = {}
+        self._rates: dict[tuple, int] = {}
 
     def prune(self, t: int) -> None:
         for k, lst in enumerate(self.active):
-            if lst:
+            if lst and any(iv[1] <= t for iv in lst):
                 self.active[k] = [iv for iv in lst if iv[1] > t]
+                self._free.clear()
+                self._rates.clear()
 
     def free(self, k: int, since: int) -> int:
         """Units of link ``k`` free at every cycle from ``since`` on (holds only shrink later:
         every transfer started so far holds its units already or will, none is added before)."""
-        holds = self.active[k]
-        peak = 0
-        for b, e, _ in holds:
-            if e > since:
-                at = max(b, since)
-                peak = max(peak, sum(u for b2, e2, u in holds if b2 <= at < e2))
-        return self.links[k].units - peak
+        got = self._free.get((k, since))
+        if got is not None:
+            return got
+        # the peak from ``since`` on is at ``since`` or where a later hold begins
+        level, events = 0, []
+        for b, e, u in self.active[k]:
+            if e <= since:
+                continue
+            if b <= since:
+                level += u
+            else:
+                events.append((b, u))
+            events.append((e, -u))
+        peak = level
+        # releases before acquisitions at one cycle: holds are half-open
+        for _, d in sorted(events):
+            level += d
+            peak = max(peak, level)
+        got = self._free[(k, since)] = self.links[k].units - peak
+        return got
 
     def rate(self, x: Xfer, t: int) -> int:
         """The rate ``x`` gets if it starts at ``t``: its fixed rate if there is room for it, or
         its path rate capped by what every link has free from its hold start on; 0 when that
         is below the minimum worth starting (or, fixed, does not fit)."""
+        # many ready transfers of one shape ask at every event: one answer per shape
+        key = (t, x.links, x.path_units, x.bytes, x.overhead, x.full, x.rate)
+        got = self._rates.get(key)
+        if got is None:
+            got = self._rates[key] = self._rate(x, t)
+        return got
+
+    def _rate(self, x: Xfer, t: int) -> int:
         since = x.hold_start(t, self.overhead_holds)
         room = min((self.free(k, since) for k in x.links), default=x.path_units)
         if x.rate:
@@ -125,6 +152,8 @@ class LinkTracker:
         end = t + x.cycles(rate)
         for k in x.links:
             self.active[k].append((x.hold_start(t, self.overhead_holds), end, rate))
+        self._free.clear()
+        self._rates.clear()
         return end
 
     def next_change(self) -> int | None:

@@ -92,6 +92,8 @@ VARIANTS = (
 FALLBACKS = (Variant("order", "graph", in_order=False),)
 #: candidates a free pipe examines per event time before it gives up until the next event
 #: (keeps free allocation linear when hundreds of ready ops wait for memory)
+#: ops looked at past a transfer its links cannot serve now
+STARVED_SCAN = 4
 SCAN_LIMIT = 64
 
 
@@ -369,6 +371,9 @@ class _Run:
         heapq.heapify(self.waiting)
         self.done = 0
         self.makespan = 0
+        #: pipes that found nothing to start at cycle ``dead_at``
+        self.dead_at = -1
+        self.dead: set[int] = set()
 
     def run(self) -> Timetable | Stuck:
         t = 0
@@ -389,24 +394,33 @@ class _Run:
 
     def _start_one(self, t: int) -> bool:
         """Start the best startable op on some free pipe at ``t``; False if there is none."""
+        if self.dead_at != t:
+            self.dead_at, self.dead = t, set()
         while self.waiting and self.waiting[0][0] <= t:
             _, r = heapq.heappop(self.waiting)
-            heapq.heappush(self.avail[self.prob.pipe[self.by_rank[r]]], r)
-        free = sorted((h[0], p) for p, h in enumerate(self.avail) if h and self.pipe_free[p] <= t)
+            p = self.prob.pipe[self.by_rank[r]]
+            heapq.heappush(self.avail[p], r)
+            self.dead.discard(p)
+        free = sorted((h[0], p) for p, h in enumerate(self.avail)
+                      if h and self.pipe_free[p] <= t and p not in self.dead)
         for _, p in free:
             heap, skipped = self.avail[p], []
+            limit = SCAN_LIMIT
             try:
-                while heap and len(skipped) < SCAN_LIMIT:
+                while heap and len(skipped) < limit:
                     r = heapq.heappop(heap)
                     i = self.by_rank[r]
-                    placed = self.memory.place(i)
-                    if isinstance(placed, tuple):
-                        skipped.append(r)
-                        continue
                     x = self.xfer[i]
                     rate = self.links.rate(x, t) if x is not None else 0
                     if x is not None and not rate:
                         skipped.append(r)  # its links lack bandwidth now
+                        # the pipe's other transfers mostly share its links: look a little
+                        # further only (a chip of ready transfers would be rescanned per event)
+                        limit = min(limit, len(skipped) + STARVED_SCAN)
+                        continue
+                    placed = self.memory.place(i)
+                    if isinstance(placed, tuple):
+                        skipped.append(r)
                         continue
                     dur = x.cycles(rate) if x is not None else self.prob.dur[i]
                     if self.flags.full(i, t + dur, self.start) >= 0:
@@ -417,6 +431,9 @@ class _Run:
             finally:
                 for r in skipped:
                     heapq.heappush(heap, r)
+            # starting other ops at ``t`` only takes memory, ids and bandwidth: this pipe stays
+            # stuck at ``t`` unless new ops arrive on it
+            self.dead.add(p)
         return False
 
     def _begin(self, i: int, t: int, placed: dict[int, list[tuple[int, int]]], dur: int, rate: int) -> None:

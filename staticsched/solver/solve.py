@@ -173,22 +173,9 @@ def solve(
     starts: list[Timetable | None] = [None] * len(lp.pairs)
     best: tuple[list[tuple[Problem, ProblemMap]], list[SubResult]] | None = None
     if lp.case == "coupled":
-        # cheap candidates first, each with a share of the time: the cores solved as if the
-        # link were not there (kept when their timetable happens to fit it) and, identical
-        # cores, the equal split; the best seeds the chip's search with the rest of the time
-        first = attrs.evolve(run, time_limit=run.time_limit * SEED_SHARE / 2)
-        cands = []
-        free = _solve_pairs(graph, list(pairs), first, say, progress)
-        if _fits_links(graph, hw, *free, overhead_holds=event_budgets):
-            cands.append(free)
-        else:
-            say("links: the cores' own timetables overload the link together")
-        if lp.seed:
-            cands.append(_solve_pairs(graph, list(lp.seed), first, say, progress))
-        if cands:
-            best = min(cands, key=lambda c: _assembled_makespan(*c))
-            starts = _seeds(lp, *best, graph)
-        run = attrs.evolve(run, time_limit=run.time_limit * (1 - SEED_SHARE))
+        lp, starts, best, pairs_to_solve = _coupled_start(graph, hw, pairs, lp, run, say, progress,
+                                                          event_budgets)
+        lp = attrs.evolve(lp, pairs=pairs_to_solve)
     solved_pairs, results = _solve_pairs(graph, list(lp.pairs), run, say, progress, starts)
     if best is not None and _assembled_makespan(*best) < _assembled_makespan(solved_pairs, results):
         solved_pairs, results = best  # a search never ends worse than its start; kept honest
@@ -277,11 +264,54 @@ def _solve_pairs(
     return pairs, [results[j] for j in task_of]
 
 
+def _coupled_start(
+    graph: OpGraph,
+    hw: Hardware,
+    pairs: list[tuple[Problem, ProblemMap]],
+    lp: LinkPlan,
+    run: _Run,
+    say: Callable[[str], None],
+    progress: Callable[[str], None] | None,
+    overhead_holds: bool,
+):
+    """List-schedule the cheap candidates of a coupled plan -- the cores as if the link were
+    not there (kept when their timetable happens to fit it) and the static splits -- and
+    decide what to search: when a split is as short as the cores' own timetables, the link
+    costs nothing and the split's problems (identical cores solved once) get the whole time;
+    otherwise the chip's problem does, from the best candidate.
+
+    Returns the plan (its note naming the candidates and the choice), the start timetables,
+    the best candidate (pairs, results) and the problems to solve."""
+    quick = attrs.evolve(run, method="list")
+    free = _solve_pairs(graph, list(pairs), quick, say, progress)
+    own = _assembled_makespan(*free)
+    fits = _fits_links(graph, hw, *free, overhead_holds=overhead_holds)
+    tried = [f"own timetables {own}" + ("" if fits else " (overload the link)")]
+    cands = [("own timetables", list(pairs), free)] if fits else []
+    for name, split in lp.splits:
+        cand = _solve_pairs(graph, list(split), quick, say, progress)
+        tried.append(f"{name} {_assembled_makespan(*cand)}")
+        cands.append((name, list(split), cand))
+    name, problems, best = min(cands, key=lambda c: _assembled_makespan(*c[2]))
+    listed = ", ".join(tried)
+    say(f"links: list schedules of the candidates: {listed}")
+    if name != "own timetables" and _assembled_makespan(*best) <= own:
+        # as short as without the link: searching the chip as a whole cannot beat it by more
+        # than searching each core alone would, and the split keeps identical cores one problem
+        demand = lp.note.split(";")[0].removeprefix("coupled: ")
+        note = (f"{name} ({demand}): as short as the cores' own timetables (list schedules: "
+                f"{listed}), so each core is solved with its share")
+        return attrs.evolve(lp, case=name, note=note), [None] * len(problems), None, problems
+    note = f"{lp.note} (list schedules: {listed}; the chip's search starts from the {name})"
+    return attrs.evolve(lp, note=note), _seeds(lp, *best, graph), best, list(lp.pairs)
+
+
 def _seeds(
     lp: LinkPlan, seed_pairs: list[tuple[Problem, ProblemMap]], seeded: list[SubResult], graph: OpGraph
 ) -> list[Timetable | None]:
-    """Start timetables for the coupled problems from the equal split's solution: the same
-    starts, addresses and rates, which fit the whole link since the shares add up to it."""
+    """Start timetables for the coupled problems from a candidate's solution (a static split,
+    or the cores' own timetables when they fit the link): the same starts, addresses and
+    rates, which fit the whole link (a split's shares add up to at most the link)."""
     n_ops, n_items = len(graph.ops), len(graph.items)
     start, rate, offset = [0] * n_ops, [0] * n_ops, [0] * n_items
     for (_, pmap), res in zip(seed_pairs, seeded, strict=True):
@@ -428,15 +458,17 @@ def solve_problem(
     """List-schedule one problem, improve it by the phases of its plan, and normalise the best.
 
     ``clock`` grants the search its seconds, mode, wall-clock deadline and CP-SAT workers.
-    ``start``, a feasible timetable (with its transfers' rates), replaces the list schedule.
-    Transfers on shared links get their rates from the list schedule (or ``start``); the
-    search then keeps them fixed.
+    ``start``, a feasible timetable (with its transfers' rates), replaces the list schedule
+    when it is shorter. Transfers on shared links get their rates from the list schedule (or
+    ``start``); the search then keeps them fixed.
     """
     t0 = time.monotonic()
     shape = Shape.of(prob)
     exact = model_is_exact(prob)
     bound = lower_bound(prob)
-    found = start if start is not None else list_schedule(prob)
+    found = list_schedule(prob)
+    if start is not None and (isinstance(found, Stuck) or start.makespan < found.makespan):
+        found = start
     relaxed = False
     # the search starts here: the time limit bounds what follows, up to normalisation
     t_search = time.monotonic()
