@@ -35,7 +35,9 @@ import attrs
 import numpy as np
 
 from staticsched.errors import InputError
+from staticsched.model import vecops
 from staticsched.model.hardware import Hardware
+from staticsched.model.vecops import VECOPS
 
 Region = tuple[tuple[int, int], tuple[int, int]]
 
@@ -159,23 +161,8 @@ def _need_vector(hw: Hardware):
     return hw.vector
 
 
-def gelu(x: np.ndarray) -> np.ndarray:
-    """tanh-form GELU in float32 (what the Vector epilogue computes)."""
-    x = x.astype(np.float32)
-    c = np.float32(math.sqrt(2.0 / math.pi))
-    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(c * (x + np.float32(0.044715) * x**3)))
-
-
-#: elementwise functions of the ``vec`` kind: name -> (arity, f32 function)
-VECTOR_OPS: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
-    "bias": (2, lambda x, b, s: x + b),  # b is a [1, n] row, broadcast over rows
-    "add": (2, lambda x, y, s: x + y),
-    "mul": (2, lambda x, y, s: x * y),
-    "scale": (1, lambda x, s: x * np.float32(s)),
-    "relu": (1, lambda x, s: np.maximum(x, np.float32(0))),
-    "gelu": (1, lambda x, s: gelu(x)),
-    "cast": (1, lambda x, s: x),
-}
+#: kept for callers of the old name: the Vector ops are :data:`staticsched.model.vecops.VECOPS`
+gelu = vecops.gelu
 
 
 # --------------------------------------------------------------------------- semantics
@@ -214,14 +201,13 @@ def _mmad_sem(a, reads, writes, gm):
 
 
 def _vec_sem(a, reads, writes, gm):
-    op = a["op"]
+    vop = VECOPS[a["op"]]
     r, c = a["rows"], a["cols"]
-    arity, fn = VECTOR_OPS[op]
-    # the op fixes its operands' extents: bias broadcasts one row, every other operand is r x c
-    extents = [(r, c), (1 if op == "bias" else r, c)]
-    args = [_corner(x, *e).astype(np.float32) for x, e in zip(reads[:arity], extents, strict=False)]
-    out = fn(*args, a.get("scalar", 0.0))
-    _corner(writes[0], r, c)[...] = out.astype(writes[0].dtype)
+    # the op fixes its operands' extents from their forms (full, row, col)
+    forms = vop.forms(len(reads))
+    args = [_corner(x, *vecops.extent(f, r, c)).astype(np.float32) for x, f in zip(reads, forms, strict=True)]
+    out = vop.apply(args, a)
+    _corner(writes[0], *vecops.extent(vop.out, r, c))[...] = out.astype(writes[0].dtype)
 
 
 def _store_sem(a, reads, writes, gm):
@@ -265,10 +251,23 @@ def _rc_ext(a, reads, writes):
 
 
 def _vec_ext(a, reads, writes):
-    out = _rc_ext(a, reads[:1], writes)
-    if not out and len(reads) > 1 and "rows" in a and "cols" in a:
-        rows = 1 if a.get("op") == "bias" else a["rows"]
-        out += _fits("the second operand's extent", reads[1], rows, a["cols"])
+    out = _positive(a, ("rows", "cols"))
+    vop = VECOPS.get(a.get("op", ""))
+    if out or "rows" not in a or "cols" not in a or vop is None:
+        return out
+    lo, hi = vop.arity, vop.max_reads()
+    if not lo <= len(reads) <= hi:
+        want = f"{lo}" if lo == hi else f"{lo} or {hi}"
+        return [f"vec op '{vop.name}' takes {want} operand(s), got {len(reads)}"]
+    r, c = a["rows"], a["cols"]
+    forms = vop.forms(len(reads))
+    for x in reads[:1]:
+        out += _fits("the source extent", x, *vecops.extent(forms[0], r, c))
+    for x in writes[:1]:
+        out += _fits("the destination extent", x, *vecops.extent(vop.out, r, c))
+    if not out:
+        for x, form, nth in zip(reads[1:], forms[1:], ("second", "third"), strict=False):
+            out += _fits(f"the {nth} operand's extent", x, *vecops.extent(form, r, c))
     return out
 
 
@@ -325,7 +324,14 @@ def _fixpipe_dur(hw, a, reads, writes):
 
 
 def _vec_dur(hw, a, reads, writes):
-    return _need_vector(hw).cycles(a["op"], a["rows"] * a["cols"] * _itemsize(writes[0].dtype))
+    vop = VECOPS[a["op"]]
+    # bytes of the widest operand or result spanning the whole extent (fp32 work costs twice fp16)
+    forms = vop.forms(len(reads))
+    full = [x.dtype for x, f in zip(reads, forms, strict=False) if f == "full"]
+    if vop.out == "full":
+        full += [x.dtype for x in writes[:1]]
+    width = max((_itemsize(d) for d in full), default=_itemsize(writes[0].dtype))
+    return _need_vector(hw).cycles(a["op"], a["rows"] * a["cols"] * width, vop.passes)
 
 
 def _store_dur(hw, a, reads, writes):
@@ -394,14 +400,21 @@ KINDS: dict[str, OpKind] = {
             "VECTOR",
             ("x", "y"),
             ("out",),
-            (("op", "str"), ("rows", "int"), ("cols", "int"), ("scalar", "float")),
+            (
+                ("op", "str"),
+                ("rows", "int"),
+                ("cols", "int"),
+                ("scalar", "float"),
+                ("row0", "int"),
+                ("col0", "int"),
+            ),
             "",
             "VEC",
             unit=lambda hw, r, w: _need_vector(hw).unit,
             duration=_vec_dur,
             semantics=_vec_sem,
             extents=_vec_ext,
-            defaults=(("scalar", 0.0),),
+            defaults=(("scalar", 0.0), ("row0", 0), ("col0", 0)),
             optional_reads=1,
         ),
         OpKind(
@@ -509,8 +522,8 @@ def normalize_attrs(kind: OpKind, raw: Mapping[str, Any], where: str) -> dict[st
             problems.append(f"{where}: attribute '{key}' of kind '{kind.name}' must be {t}, got {raw[key]!r}")
             continue
         out[key] = value
-    if kind.name == "vec" and "op" in out and out["op"] not in VECTOR_OPS:
-        problems.append(f"{where}: vec op '{out['op']}' is not one of {', '.join(VECTOR_OPS)}")
+    if kind.name == "vec" and "op" in out and out["op"] not in VECOPS:
+        problems.append(f"{where}: vec op '{out['op']}' is not one of {', '.join(VECOPS)}")
     if problems:
         raise InputError(problems)
     return out
