@@ -249,7 +249,7 @@ def _tensor_set(name: str, body):
         (_tensor_set("x", {"shape": [256, 256], "dtype": "float32"}), ["tensor 'x': dtype 'float32'"]),
         # ops
         (_task_set("act", "op", "tanh"), ["task 'act': 'op' = 'tanh' is not one of"]),
-        (_step_set(3, "op", "softmax"), ["task 'mm': epilogue[3]: 'op' = 'softmax' is not one of"]),
+        (_step_set(3, "op", "logsoftmax"), ["task 'mm': epilogue[3]: 'op' = 'logsoftmax' is not one of"]),
         (_task_set("act", "inputs", ["y"]), ["task 'act': op 'add' takes 2 input(s), got 1"]),
         (_step_set(2, "value", None), ["task 'mm': epilogue[2]: 'value' must be a number, got None"]),
         (lambda d: _task(d, "mm")["epilogue"][2].pop("value"), ["epilogue[2]: op 'scale' needs a 'value'"]),

@@ -145,6 +145,11 @@ def region_bytes(region: Region, dtype: str) -> int:
     return h * w * np.dtype(dtype).itemsize
 
 
+def _global(hw: Hardware) -> str:
+    """The space of GM tensors: the hardware's ``global`` role."""
+    return hw.role_space("global") or "GM"
+
+
 def _path_unit(hw: Hardware, src: str, dst: str) -> str:
     return hw.path(src, dst).unit
 
@@ -307,7 +312,7 @@ def _itemsize(dtype: str) -> int:
 
 
 def _load_dur(hw, a, reads, writes):
-    return hw.path("GM", writes[0].space).cycles(region_bytes(a["region"], writes[0].dtype))
+    return hw.path(_global(hw), writes[0].space).cycles(region_bytes(a["region"], writes[0].dtype))
 
 
 def _move_dur(hw, a, reads, writes):
@@ -335,7 +340,7 @@ def _vec_dur(hw, a, reads, writes):
 
 
 def _store_dur(hw, a, reads, writes):
-    return hw.path(reads[0].space, "GM").cycles(region_bytes(a["region"], reads[0].dtype))
+    return hw.path(reads[0].space, _global(hw)).cycles(region_bytes(a["region"], reads[0].dtype))
 
 
 KINDS: dict[str, OpKind] = {
@@ -349,7 +354,7 @@ KINDS: dict[str, OpKind] = {
             (("tensor", "str"), ("region", "region"), ("transpose", "bool")),
             "r",
             "LOAD",
-            unit=lambda hw, r, w: _path_unit(hw, "GM", w[0].space),
+            unit=lambda hw, r, w: _path_unit(hw, _global(hw), w[0].space),
             duration=_load_dur,
             semantics=_load_sem,
             extents=_load_ext,
@@ -425,7 +430,7 @@ KINDS: dict[str, OpKind] = {
             (("tensor", "str"), ("region", "region")),
             "w",
             "STORE",
-            unit=lambda hw, r, w: _path_unit(hw, r[0].space, "GM"),
+            unit=lambda hw, r, w: _path_unit(hw, r[0].space, _global(hw)),
             duration=_store_dur,
             semantics=_store_sem,
             extents=_store_ext,

@@ -240,8 +240,9 @@ class TaskKind:
         values in ``env``.
     strategy : callable
         ``(draw, prefix, tensors, src) -> task dict``: a Hypothesis-drawn task of this kind
-        (imports hypothesis itself; only tests call it), adding its tensors to ``tensors``;
-        ``src``, when given, is an earlier 2-D tensor ``(name, rows, cols)`` it may read.
+        (imports hypothesis itself; only tests call it), adding its tensors to ``tensors``
+        (names starting with ``prefix``); ``src``, when given, is an earlier task's output
+        ``(name, shape)`` it should read, or None.
     input_scales : callable
         ``task -> {tensor: factor}``: how the seeded inputs of its operands are scaled (the
         matmul's ``b`` by ``1/sqrt(K)``), so that values stay well conditioned.
