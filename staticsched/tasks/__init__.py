@@ -17,6 +17,7 @@ from staticsched.tasks.base import TaskKind
 _MODULES = (
     "matmul",
     "elementwise",
+    "rowwise",
 )
 
 KINDS: dict[str, TaskKind] = {}
