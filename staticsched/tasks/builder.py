@@ -44,6 +44,19 @@ class StoreGrid:
         return [self.cells[(i, j)] for i in rows for j in cols]
 
 
+def balance_cores(costs: Sequence[int], cores: int, first: int = 0) -> list[int]:
+    """The core of each unit of work: the costliest first, each onto the least loaded core
+    (ties: the next core in the rotation that starts at ``first``). Equal costs give the plain
+    rotation ``first, first + 1, ...``."""
+    load = [0] * cores
+    out = [0] * len(costs)
+    for u in sorted(range(len(costs)), key=lambda u: (-costs[u], u)):
+        c = min(range(cores), key=lambda c: (load[c], (c - first) % cores))
+        out[u] = c
+        load[c] += costs[u]
+    return out
+
+
 class Builder:
     """Accumulates items and ops in program order (the order of the OpGraph's op list)."""
 
@@ -65,6 +78,11 @@ class Builder:
         first = self.next_core
         self.next_core = self.core_of(blocks, first)
         return first
+
+    def balance(self, costs: Sequence[int]) -> list[int]:
+        """Cores for a task's units of work of these costs (:func:`balance_cores`); the next
+        task continues the rotation after them."""
+        return balance_cores(costs, self.hw.cores, self.start_task(len(costs)))
 
     # ------------------------------------------------------------------ items
     def space(self, role: str) -> str:
