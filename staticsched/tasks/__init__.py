@@ -18,6 +18,7 @@ _MODULES = (
     "matmul",
     "elementwise",
     "rowwise",
+    "attention",
 )
 
 KINDS: dict[str, TaskKind] = {}
