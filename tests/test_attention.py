@@ -4,14 +4,20 @@ cores, a verified schedule with jittered replays, its bad inputs and its example
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
+
 import pytest
 from taskcases import SEED, cli_error_lines, graph, max_error
 
 from staticsched.api import compile_graph
 from staticsched.errors import GraphError, TilingError
-from staticsched.model.lowering import lower, plan_tasks
-from staticsched.model.taskgraph import taskgraph_from_dict
+from staticsched.model.lowering import estimate_ops, lower, plan_tasks
+from staticsched.model.taskgraph import dumps_taskgraph, taskgraph_from_dict, taskgraph_to_dict
 from staticsched.verify import verify
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _attention(lead, sq, sk, d, dv, causal, tiling=None, scale=None) -> dict:
@@ -110,3 +116,35 @@ def test_small_attention_schedules_and_verifies_with_jitter_and_numbers():
 def test_bad_attention_input_is_one_line_and_exit_2(d, needle, tmp_path, capsys):
     code, lines = cli_error_lines(d, tmp_path, capsys)
     assert code == 2 and len(lines) == 1 and needle in lines[0], lines
+
+
+@pytest.mark.parametrize("name", ["attention", "attention_tail"])
+def test_examples_read_round_trip_and_plan(name):
+    tg = taskgraph_from_dict(json.loads((ROOT / "examples" / f"{name}.json").read_text()))
+    assert taskgraph_from_dict(taskgraph_to_dict(tg)) == tg
+    assert dumps_taskgraph(tg) == dumps_taskgraph(taskgraph_from_dict(taskgraph_to_dict(tg)))
+    ops = estimate_ops(plan_tasks(tg, SEED))
+    # per (batch, head): 4 ops per Q block (load, move Q; normalise, store O), 16 per (Q, K/V)
+    # block pair, 5 more per pair after a Q block's first (rescales), 1 per masked diagonal block
+    # causal 2048 / 64x128 blocks: 32 Q blocks, Q block i sees i // 2 + 1 K/V blocks (272 pairs)
+    # 1000, not causal: 16 Q blocks x 8 K/V blocks
+    want = {"attention": 16 * (32 * 4 + 272 * 16 + (272 - 32) * 5 + 32),
+            "attention_tail": 16 * (16 * 4 + 128 * 16 + (128 - 16) * 5)}
+    assert ops == want[name]
+    if name == "attention":
+        (att,) = tg.tasks
+        assert att.causal and att.heads == 16 and (att.sq, att.d) == (2048, 128) and math.isclose(
+            att.softmax_scale, 128**-0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["attention", "attention_tail"])
+def test_attention_examples_verify_clean_with_3_jittered_replays_and_error_below_2e3(name):
+    """The acceptance run (a minute each on 2 cores with single-threaded BLAS): the list
+    schedule's program verifies clean with 3 jittered replays and numeric replay, max element
+    error <= 2e-3 against the float32 reference."""
+    res = compile_graph(ROOT / "examples" / f"{name}.json", SEED, method="list")
+    report = verify(res.program, SEED, jitter=3, numeric=True)
+    assert report.ok, report.text()
+    assert report.stat["jitter_replays"] == 3
+    assert report.stat["numeric_max_error"] <= 2e-3

@@ -4,12 +4,17 @@ and the FFN example built on it."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from taskcases import SEED, cli_error_lines, graph, max_error, with_task
 
 from staticsched.errors import GraphError
 from staticsched.model.lowering import estimate_ops, lower, plan_tasks, tiling_info
-from staticsched.model.taskgraph import taskgraph_from_dict
+from staticsched.model.taskgraph import taskgraph_from_dict, taskgraph_to_dict
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _rowwise(op: str, shape, *, tiling=None, gamma=False, beta=False, eps=None) -> dict:
@@ -79,3 +84,11 @@ def test_elementwise_with_an_op_of_another_kind_names_that_kind():
 def test_bad_rowwise_input_is_one_line_and_exit_2(d, needle, tmp_path, capsys):
     code, lines = cli_error_lines(d, tmp_path, capsys)
     assert code == 2 and len(lines) == 1 and needle in lines[0], lines
+
+
+def test_ffn_example_reads_round_trips_and_plans():
+    tg = taskgraph_from_dict(json.loads((ROOT / "examples" / "ffn_layernorm.json").read_text()))
+    assert taskgraph_from_dict(taskgraph_to_dict(tg)) == tg
+    assert [t.type for t in tg.ordered_tasks] == ["rowwise", "matmul", "matmul"]
+    info = tiling_info(tg, SEED)
+    assert info[0].combine == "single" and estimate_ops(plan_tasks(tg, SEED)) > 0
