@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import ROLES, Hardware
 
 
 def _kib(n: int) -> str:
@@ -25,6 +25,10 @@ def hardware_table(hw: Hardware) -> list[str]:
     out += ["", "spaces", f"  {'name':<6} {'capacity':>24} {'alignment':>10}"]
     for s in hw.spaces:
         out.append(f"  {s.name:<6} {_kib(s.capacity):>24} {s.alignment:>10}")
+    roles = [(r, hw.role_space(r)) for r in ROLES]
+    roles = [f"{r} {s}" for r, s in roles if s is not None]
+    if roles:
+        out.append("  roles: " + ", ".join(roles))
     sy = hw.sync
     out += [
         "",

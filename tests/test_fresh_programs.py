@@ -34,8 +34,20 @@ def _clean(program, hw, *, numeric: bool, jitter_seed: int) -> None:
     assert report.ok, report.text()
 
 
+#: examples of tens of thousands of ops or more: slow tests (-m slow)
+LARGE = {"attention", "attention_tail", "ffn_layernorm"}
+
+
 @pytest.mark.parametrize("mode", ["flags", "timed"])
-@pytest.mark.parametrize("path", [p for p in EXAMPLES if p.stem != "matmul_gelu"], ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, marks=pytest.mark.slow) if p.stem in LARGE else p
+        for p in EXAMPLES
+        if p.stem != "matmul_gelu"
+    ],
+    ids=lambda p: p.stem,
+)
 def test_emitted_examples_are_clean(path, mode):
     hw = "double-buffer-demo" if path.stem == "double_buffer" else "seed-davinci"
     program = compile_graph(path, hw, method="list", mode=mode).program

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from staticsched.errors import GraphError
 from staticsched.model.hardware import load_hardware
-from staticsched.model.lowering import MatmulPlan, estimate_ops, lower, plan_tasks
+from staticsched.model.lowering import estimate_ops, lower, plan_tasks
 from staticsched.model.opgraph import OpGraph, dumps_opgraph, opgraph_from_dict, opgraph_to_dict
 from staticsched.model.opkinds import KINDS
 from staticsched.model.reference import make_inputs, reference
@@ -26,7 +26,7 @@ from staticsched.model.taskgraph import (
     load_taskgraph,
     taskgraph_from_dict,
 )
-from staticsched.model.tiling import Tiling
+from staticsched.tasks.matmul import MatmulPlan, Tiling
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SEED = load_hardware("seed-davinci")

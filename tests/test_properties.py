@@ -23,6 +23,7 @@ from strategies import examples, hardware_models, opgraphs, seed_hw, taskgraphs
 from staticsched.api import compile_graph
 from staticsched.emit import dumps_program_text, dumps_timetable_json, parse_program_text
 from staticsched.solver import solve
+from staticsched.tasks import KINDS
 from staticsched.verify import verify
 
 
@@ -57,9 +58,12 @@ def test_bounds_order(data):
     assert lst.lower_bound <= lst.makespan
 
 
-@settings(max_examples=examples(12), deadline=None)
-@given(tg=taskgraphs())
-def test_taskgraph_numeric_replay_matches(tg):
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@settings(max_examples=examples(6), deadline=None)
+@given(data=st.data())
+def test_taskgraph_numeric_replay_matches(kind, data):
+    """Every registered task kind, first in the graph (then chained tasks of any kind)."""
+    tg = data.draw(taskgraphs(first=kind), label="graph")
     hw = seed_hw()
     res = _compile(tg, hw, "list")
     report = verify(res.program, hw, jitter=2, numeric=True)

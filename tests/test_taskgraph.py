@@ -11,8 +11,6 @@ import pytest
 from staticsched.errors import GraphError, InputError, TilingError
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.taskgraph import (
-    ElementwiseTask,
-    MatmulTask,
     TaskGraph,
     dumps_taskgraph,
     load_graph,
@@ -20,7 +18,8 @@ from staticsched.model.taskgraph import (
     taskgraph_from_dict,
     taskgraph_to_dict,
 )
-from staticsched.model.tiling import Tiling
+from staticsched.tasks.elementwise import ElementwiseTask
+from staticsched.tasks.matmul import MatmulTask, Tiling
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TASKGRAPH_EXAMPLES = ["matmul_gelu", "matmul_bias_gelu", "gemv_m1", "chain"]
@@ -231,9 +230,13 @@ def _tensor_set(name: str, body):
             _tensor_set("x", {"shape": [0, 256]}),
             ["tensor 'x': every dim of 'shape' must be positive, got [0, 256]"],
         ),
-        (_tensor_set("x", {"shape": [2, 2, 2]}), ["tensor 'x': 'shape' must be a list of 1 or 2 integers"]),
+        (
+            _tensor_set("x", {"shape": [2, 2, 2, 2, 2]}),
+            ["tensor 'x': 'shape' must be a list of 1 to 4 integers (leading batch/head dims, then rows and "
+             "columns), got [2, 2, 2, 2, 2]"],
+        ),
         (_tensor_set("x", {"shape": "256x256"}), ["tensor 'x': 'shape' must be a list"]),
-        (_tensor_set("x", {"shape": [256, True]}), ["tensor 'x': 'shape' must be a list of 1 or 2 integers"]),
+        (_tensor_set("x", {"shape": [256, True]}), ["tensor 'x': 'shape' must be a list of 1 to 4 integers"]),
         (_step_set(2, "value", float("nan")), ["task 'mm': epilogue[2]: 'value' must be finite, got nan"]),
         (_task_set("act2", "value", float("inf")), ["task 'act2': 'value' must be finite, got inf"]),
         (_step_set(2, "value", "half"), ["task 'mm': epilogue[2]: 'value' must be a number, got 'half'"]),
@@ -246,7 +249,7 @@ def _tensor_set(name: str, body):
         (_tensor_set("x", {"shape": [256, 256], "dtype": "float32"}), ["tensor 'x': dtype 'float32'"]),
         # ops
         (_task_set("act", "op", "tanh"), ["task 'act': 'op' = 'tanh' is not one of"]),
-        (_step_set(3, "op", "softmax"), ["task 'mm': epilogue[3]: 'op' = 'softmax' is not one of"]),
+        (_step_set(3, "op", "logsoftmax"), ["task 'mm': epilogue[3]: 'op' = 'logsoftmax' is not one of"]),
         (_task_set("act", "inputs", ["y"]), ["task 'act': op 'add' takes 2 input(s), got 1"]),
         (_step_set(2, "value", None), ["task 'mm': epilogue[2]: 'value' must be a number, got None"]),
         (lambda d: _task(d, "mm")["epilogue"][2].pop("value"), ["epilogue[2]: op 'scale' needs a 'value'"]),

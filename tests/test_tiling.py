@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 from staticsched.errors import TilingError
 from staticsched.model.hardware import Hardware, load_hardware
 from staticsched.model.lowering import lower
-from staticsched.model.taskgraph import ElementwiseTask, EpilogueStep, MatmulTask, load_taskgraph
-from staticsched.model.tiling import (
-    RowTiling,
+from staticsched.model.taskgraph import load_taskgraph
+from staticsched.tasks.elementwise import ElementwiseTask, RowTiling, derive_row_tiling
+from staticsched.tasks.matmul import (
+    EpilogueStep,
+    MatmulTask,
     Tiling,
     check_tiling,
-    derive_row_tiling,
     derive_tiling,
     matmul_requirements,
 )

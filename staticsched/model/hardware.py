@@ -27,8 +27,21 @@ from staticsched._fields import (
     get_str_list,
 )
 from staticsched.errors import HardwareError, InputError
+from staticsched.model.vecops import VECOPS
 
 DTYPE_BYTES = {"float16": 2, "float32": 4, "int8": 1, "int32": 4, "bfloat16": 2}
+
+#: The roles lowering asks the hardware for, instead of literal space names: role -> (the space
+#: it names when ``[roles]`` does not say, what it is). ``global`` must be unbounded, the
+#: others bounded (on-chip).
+ROLES: dict[str, tuple[str, str]] = {
+    "global": ("GM", "global memory, where the task graph's tensors live"),
+    "operand": ("L1", "the Cube's operand buffer: loads from global memory land here"),
+    "cube_a": ("L0A", "the Cube's left input buffer"),
+    "cube_b": ("L0B", "the Cube's right input buffer"),
+    "accumulator": ("L0C", "the Cube's accumulator (fp32)"),
+    "vector": ("UB", "the Vector unit's buffer"),
+}
 
 
 @attrs.frozen
@@ -141,8 +154,10 @@ class VectorModel:
         converter=lambda d: tuple(sorted(dict(d).items())), default=()
     )
 
-    def cycles(self, op: str, nbytes: int) -> int:
-        p = dict(self.passes).get(op, 1.0)
+    def cycles(self, op: str, nbytes: int, default_passes: float = 1.0) -> int:
+        """Cycles of ``op`` over ``nbytes``; ``passes`` of the hardware, else ``default_passes``
+        (the vec-op table's)."""
+        p = dict(self.passes).get(op, default_passes)
         return self.overhead + max(1, math.ceil(nbytes * p / self.bytes_per_cycle))
 
 
@@ -166,6 +181,35 @@ class Hardware:
     clock_ghz: float = 1.0
     description: str = ""
     source: str = ""
+    #: explicit ``[roles]`` entries (role, space); other roles take their default space name
+    roles: tuple[tuple[str, str], ...] = attrs.field(
+        converter=lambda d: tuple(sorted(dict(d).items())), default=()
+    )
+
+    def role_space(self, role: str) -> str | None:
+        """The space playing ``role`` (a key of :data:`ROLES`): the ``[roles]`` entry, else the
+        role's default name when a space of that name exists; None when there is none."""
+        explicit = dict(self.roles).get(role)
+        if explicit is not None:
+            return explicit
+        default = ROLES[role][0]
+        return default if self.has_space(default) else None
+
+    def role(self, role: str) -> str:
+        """The space playing ``role``.
+
+        Raises
+        ------
+        HardwareError
+            When no space plays it.
+        """
+        space = self.role_space(role)
+        if space is None:
+            raise HardwareError(
+                f"hardware '{self.name}' has no space for role '{role}' ({ROLES[role][1]}): no space "
+                f"'{ROLES[role][0]}' and no [roles] {role} = \"SPACE\""
+            )
+        return space
 
     @property
     def unit_names(self) -> tuple[str, ...]:
@@ -215,6 +259,7 @@ _TOP_KEYS = {
     "links",
     "cube",
     "vector",
+    "roles",
 }
 
 
@@ -344,12 +389,16 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
             pr.add(f"{w}: unknown unit '{unit}'")
         passes = get_mapping(vd, "passes", w, pr)
         passes_ok = {k: get_number(passes, k, f"{w}.passes", pr, positive=True) for k in sorted(passes)}
+        for k in sorted(set(passes) - set(VECOPS)):
+            pr.add(f"{w}.passes: unknown vector op '{k}' (ops: {', '.join(VECOPS)})")
         vector = VectorModel(
             unit,
             get_number(vd, "bytes_per_cycle", w, pr, positive=True),
             get_int(vd, "overhead", w, pr, default=0, minimum=0),
             passes_ok,
         )
+
+    roles = _read_roles(data, where, spaces, pr)
 
     pr.raise_if_any(HardwareError)
     return Hardware(
@@ -365,7 +414,31 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         clock_ghz=clock,
         description=description,
         source=where,
+        roles=roles,
     )
+
+
+def _read_roles(data: dict[str, Any], where: str, spaces: list[Space], pr: Problems) -> dict[str, str]:
+    """``[roles]``: role -> a declared space; ``global`` unbounded, the others bounded."""
+    body = get_mapping(data, "roles", where, pr)
+    w = f"{where}: roles"
+    check_keys(body, ROLES, w, pr)
+    by_name = {s.name: s for s in spaces}
+    out = {}
+    for role in sorted(set(body) & set(ROLES)):
+        space = get_str(body, role, w, pr)
+        if not space:
+            continue
+        sp = by_name.get(space)
+        if sp is None:
+            pr.add(f"{w}: {role} = '{space}' is not a declared space ({', '.join(by_name)})")
+        elif role == "global" and sp.bounded:
+            pr.add(f"{w}: global = '{space}' must be an unbounded space (global memory)")
+        elif role != "global" and not sp.bounded:
+            pr.add(f"{w}: {role} = '{space}' must be a bounded (on-chip) space")
+        else:
+            out[role] = space
+    return out
 
 
 def _read_links(

@@ -71,7 +71,7 @@ def op_transfer(op: Op, graph: OpGraph, hw: Hardware) -> Transfer | None:
     reads, writes = shapes[: len(op.reads)], shapes[len(op.reads):]
     if len(reads) < len(kind.reads) or len(writes) < len(kind.writes):
         return None
-    src, dst, nbytes = transfer_route(op.kind, a, reads, writes)
+    src, dst, nbytes = transfer_route(hw, op.kind, a, reads, writes)
     links = hw.links_of(src, dst)
     if not links or not hw.has_path(src, dst):
         return None

@@ -36,7 +36,9 @@ import attrs
 import numpy as np
 
 from staticsched.errors import InputError
+from staticsched.model import vecops
 from staticsched.model.hardware import RATE_DENOM, Hardware
+from staticsched.model.vecops import VECOPS
 
 Region = tuple[tuple[int, int], tuple[int, int]]
 
@@ -144,6 +146,11 @@ def region_bytes(region: Region, dtype: str) -> int:
     return h * w * np.dtype(dtype).itemsize
 
 
+def _global(hw: Hardware) -> str:
+    """The space of GM tensors: the hardware's ``global`` role."""
+    return hw.role_space("global") or "GM"
+
+
 def _path_unit(hw: Hardware, src: str, dst: str) -> str:
     return hw.path(src, dst).unit
 
@@ -160,23 +167,8 @@ def _need_vector(hw: Hardware):
     return hw.vector
 
 
-def gelu(x: np.ndarray) -> np.ndarray:
-    """tanh-form GELU in float32 (what the Vector epilogue computes)."""
-    x = x.astype(np.float32)
-    c = np.float32(math.sqrt(2.0 / math.pi))
-    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(c * (x + np.float32(0.044715) * x**3)))
-
-
-#: elementwise functions of the ``vec`` kind: name -> (arity, f32 function)
-VECTOR_OPS: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
-    "bias": (2, lambda x, b, s: x + b),  # b is a [1, n] row, broadcast over rows
-    "add": (2, lambda x, y, s: x + y),
-    "mul": (2, lambda x, y, s: x * y),
-    "scale": (1, lambda x, s: x * np.float32(s)),
-    "relu": (1, lambda x, s: np.maximum(x, np.float32(0))),
-    "gelu": (1, lambda x, s: gelu(x)),
-    "cast": (1, lambda x, s: x),
-}
+#: kept for callers of the old name: the Vector ops are :data:`staticsched.model.vecops.VECOPS`
+gelu = vecops.gelu
 
 
 # --------------------------------------------------------------------------- semantics
@@ -215,14 +207,13 @@ def _mmad_sem(a, reads, writes, gm):
 
 
 def _vec_sem(a, reads, writes, gm):
-    op = a["op"]
+    vop = VECOPS[a["op"]]
     r, c = a["rows"], a["cols"]
-    arity, fn = VECTOR_OPS[op]
-    # the op fixes its operands' extents: bias broadcasts one row, every other operand is r x c
-    extents = [(r, c), (1 if op == "bias" else r, c)]
-    args = [_corner(x, *e).astype(np.float32) for x, e in zip(reads[:arity], extents, strict=False)]
-    out = fn(*args, a.get("scalar", 0.0))
-    _corner(writes[0], r, c)[...] = out.astype(writes[0].dtype)
+    # the op fixes its operands' extents from their forms (full, row, col)
+    forms = vop.forms(len(reads))
+    args = [_corner(x, *vecops.extent(f, r, c)).astype(np.float32) for x, f in zip(reads, forms, strict=True)]
+    out = vop.apply(args, a)
+    _corner(writes[0], *vecops.extent(vop.out, r, c))[...] = out.astype(writes[0].dtype)
 
 
 def _store_sem(a, reads, writes, gm):
@@ -266,10 +257,23 @@ def _rc_ext(a, reads, writes):
 
 
 def _vec_ext(a, reads, writes):
-    out = _rc_ext(a, reads[:1], writes)
-    if not out and len(reads) > 1 and "rows" in a and "cols" in a:
-        rows = 1 if a.get("op") == "bias" else a["rows"]
-        out += _fits("the second operand's extent", reads[1], rows, a["cols"])
+    out = _positive(a, ("rows", "cols"))
+    vop = VECOPS.get(a.get("op", ""))
+    if out or "rows" not in a or "cols" not in a or vop is None:
+        return out
+    lo, hi = vop.arity, vop.max_reads()
+    if not lo <= len(reads) <= hi:
+        want = f"{lo}" if lo == hi else f"{lo} or {hi}"
+        return [f"vec op '{vop.name}' takes {want} operand(s), got {len(reads)}"]
+    r, c = a["rows"], a["cols"]
+    forms = vop.forms(len(reads))
+    for x in reads[:1]:
+        out += _fits("the source extent", x, *vecops.extent(forms[0], r, c))
+    for x in writes[:1]:
+        out += _fits("the destination extent", x, *vecops.extent(vop.out, r, c))
+    if not out:
+        for x, form, nth in zip(reads[1:], forms[1:], ("second", "third"), strict=False):
+            out += _fits(f"the {nth} operand's extent", x, *vecops.extent(form, r, c))
     return out
 
 
@@ -312,34 +316,37 @@ def _itemsize(dtype: str) -> int:
 TRANSFER_KINDS = ("load", "store", "move", "fixpipe")
 
 
-def _gm_space(a: Mapping[str, Any]) -> str:
-    """The space a load reads or a store writes its tensor in (``space`` attribute; GM)."""
-    return a.get("space") or "GM"
+def _gm_space(hw: Hardware, a: Mapping[str, Any]) -> str:
+    """The space a load reads or a store writes its tensor in: the ``space`` attribute (the
+    tensor's placement), else the hardware's global space."""
+    return a.get("space") or _global(hw)
 
 
-def transfer_route(kind: str, a: Mapping[str, Any], reads: Sequence[Any], writes: Sequence[Any]):
+def transfer_route(
+    hw: Hardware, kind: str, a: Mapping[str, Any], reads: Sequence[Any], writes: Sequence[Any]
+) -> tuple[str, str, int] | None:
     """``(src space, dst space, bytes)`` a transfer op of ``kind`` moves, or None (not a
     transfer kind). ``reads``/``writes`` are anything with ``space`` and ``dtype`` (items or
     :class:`ItemShape`): the one definition durations, units and link use all read."""
     if kind == "load":
-        return _gm_space(a), writes[0].space, region_bytes(a["region"], writes[0].dtype)
+        return _gm_space(hw, a), writes[0].space, region_bytes(a["region"], writes[0].dtype)
     if kind == "store":
-        return reads[0].space, _gm_space(a), region_bytes(a["region"], reads[0].dtype)
+        return reads[0].space, _gm_space(hw, a), region_bytes(a["region"], reads[0].dtype)
     if kind in ("move", "fixpipe"):
         return reads[0].space, writes[0].space, a["rows"] * a["cols"] * _itemsize(reads[0].dtype)
     return None
 
 
 def _transfer_dur(hw, a, reads, writes, kind):
-    src, dst, nbytes = transfer_route(kind, a, reads, writes)
+    src, dst, nbytes = transfer_route(hw, kind, a, reads, writes)
     # a shared link may slow the transfer to ``rate`` bytes/cycle (0: its path's rate)
     return hw.path(src, dst).cycles(nbytes, int(a.get("rate", 0.0) * RATE_DENOM))
 
 
 def _transfer_unit(hw, a, reads, writes, kind):
     src, dst = (
-        (_gm_space(a), writes[0].space) if kind == "load"
-        else (reads[0].space, _gm_space(a)) if kind == "store"
+        (_gm_space(hw, a), writes[0].space) if kind == "load"
+        else (reads[0].space, _gm_space(hw, a)) if kind == "store"
         else (reads[0].space, writes[0].space)
     )
     return _path_unit(hw, src, dst)
@@ -350,7 +357,14 @@ def _mmad_dur(hw, a, reads, writes):
 
 
 def _vec_dur(hw, a, reads, writes):
-    return _need_vector(hw).cycles(a["op"], a["rows"] * a["cols"] * _itemsize(writes[0].dtype))
+    vop = VECOPS[a["op"]]
+    # bytes of the widest operand or result spanning the whole extent (fp32 work costs twice fp16)
+    forms = vop.forms(len(reads))
+    full = [x.dtype for x, f in zip(reads, forms, strict=False) if f == "full"]
+    if vop.out == "full":
+        full += [x.dtype for x in writes[:1]]
+    width = max((_itemsize(d) for d in full), default=_itemsize(writes[0].dtype))
+    return _need_vector(hw).cycles(a["op"], a["rows"] * a["cols"] * width, vop.passes)
 
 
 KINDS: dict[str, OpKind] = {
@@ -423,14 +437,21 @@ KINDS: dict[str, OpKind] = {
             "VECTOR",
             ("x", "y"),
             ("out",),
-            (("op", "str"), ("rows", "int"), ("cols", "int"), ("scalar", "float")),
+            (
+                ("op", "str"),
+                ("rows", "int"),
+                ("cols", "int"),
+                ("scalar", "float"),
+                ("row0", "int"),
+                ("col0", "int"),
+            ),
             "",
             "VEC",
             unit=lambda hw, a, r, w: _need_vector(hw).unit,
             duration=_vec_dur,
             semantics=_vec_sem,
             extents=_vec_ext,
-            defaults=(("scalar", 0.0),),
+            defaults=(("scalar", 0.0), ("row0", 0), ("col0", 0)),
             optional_reads=1,
         ),
         OpKind(
@@ -539,8 +560,8 @@ def normalize_attrs(kind: OpKind, raw: Mapping[str, Any], where: str) -> dict[st
             problems.append(f"{where}: attribute '{key}' of kind '{kind.name}' must be {t}, got {raw[key]!r}")
             continue
         out[key] = value
-    if kind.name == "vec" and "op" in out and out["op"] not in VECTOR_OPS:
-        problems.append(f"{where}: vec op '{out['op']}' is not one of {', '.join(VECTOR_OPS)}")
+    if kind.name == "vec" and "op" in out and out["op"] not in VECOPS:
+        problems.append(f"{where}: vec op '{out['op']}' is not one of {', '.join(VECOPS)}")
     if problems:
         raise InputError(problems)
     return out

@@ -93,7 +93,7 @@ def _route(ix: ProgramIndex, ins) -> tuple[str, str, int] | None:
     if len(reads) < len(kind.reads) or len(writes) < len(kind.writes):
         return None
     try:
-        return transfer_route(ins.kind, a, reads, writes)
+        return transfer_route(ix.hw, ins.kind, a, reads, writes)
     except (KeyError, TypeError, ValueError):
         return None
 

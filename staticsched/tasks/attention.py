@@ -1,0 +1,535 @@
+"""The ``attention`` task kind: fused attention in the style of FlashAttention-2.
+
+``out = softmax(scale * q kᵀ [+ causal mask]) v`` per (batch, head): ``q`` is ``[..., Sq, d]``,
+``k`` is ``[..., Sk, d]``, ``v`` is ``[..., Sk, dv]`` and ``out`` is ``[..., Sq, dv]``, with the
+same leading (batch, head) dims. ``scale`` defaults to ``1 / sqrt(d)``; ``causal`` masks key
+positions after the query's (it needs ``Sq = Sk``).
+
+Lowering (``shared/reference/memory-attention-sweeps.md`` §3): each Q block of one (batch,
+head) is one unit of work on one core. Q is loaded once (GM -> operand buffer -> cube_a) and
+stays there. For each K/V block — skipping blocks wholly above the diagonal when causal:
+
+1. ``S = Q Kᵀ`` on the Cube (K loaded transposed), FixPipe drains it as fp32 into the vector
+   buffer;
+2. on the Vector unit: ``S *= scale``, the causal mask on a diagonal block, the running row
+   maximum ``m' = max(m, rowmax(S))``, ``P = exp(S - m')``, the rescale ``alpha = exp(m -
+   m')``, the running row sum ``l = alpha l + rowsum(P)``, and ``P`` cast to fp16;
+3. ``P`` goes to the Cube's input path (vector buffer -> operand buffer -> cube_a), V is
+   loaded (-> cube_b), ``P V`` on the Cube, FixPipe drains it as fp32;
+4. the running output is rescaled and accumulated: ``O = alpha O + P V`` (the first block's
+   ``P V`` is ``O``).
+
+Finally ``O / l`` is written as fp16 and stored. S, P, the statistics and O never touch GM.
+Tails (a last Q or K/V block shorter than the block) are smaller extents in tiles of the full
+block size; padding is never read, so masked and padded keys contribute nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from staticsched._fields import Problems, check_keys, get_bool, get_int, get_mapping
+from staticsched.errors import TilingError
+from staticsched.model.hardware import Hardware
+from staticsched.tasks.base import (
+    ReadContext,
+    TaskKind,
+    TilingInfo,
+    checked_or_derived,
+    fmt_shape,
+    hardware_needs,
+    round_up,
+    spans,
+)
+from staticsched.tasks.builder import FP16, FP32, Builder, balance_cores
+
+_KEYS = ("id", "type", "q", "k", "v", "out", "causal", "scale", "tiling")
+_TILING_KEYS = ("block_q", "block_kv")
+
+
+@attrs.frozen
+class AttentionTiling:
+    """Rows of a Q block and of a K/V block."""
+
+    block_q: int
+    block_kv: int
+
+
+@attrs.frozen(kw_only=True)
+class AttentionTask:
+    """Fused attention over ``heads`` (batch x head) matrices of ``sq x d`` queries and ``sk``
+    keys/values (``dv`` wide)."""
+
+    type: ClassVar[str] = "attention"
+
+    id: str
+    q: str
+    k: str
+    v: str
+    out: str
+    heads: int
+    sq: int
+    sk: int
+    d: int
+    dv: int
+    causal: bool = False
+    scale: float | None = None
+    tiling: AttentionTiling | None = None
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return (self.q, self.k, self.v)
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        return (self.out,)
+
+    @property
+    def softmax_scale(self) -> float:
+        return 1.0 / math.sqrt(self.d) if self.scale is None else self.scale
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read(body: Mapping[str, Any], ctx: ReadContext) -> AttentionTask | None:
+    w, pr = ctx.where, ctx.pr
+    check_keys(body, _KEYS, w, pr)
+    q, k, v, out = (ctx.tensor(body, key) for key in ("q", "k", "v", "out"))
+    causal = get_bool(body, "causal", w, pr, default=False)
+    scale = ctx.number(body, "scale")
+    tiling = _read_tiling(body, w, ctx.tiling_pr) if "tiling" in body else None
+    if q is None or k is None or v is None or out is None:
+        return None
+    bad = [t for t in (q, k, v) if t.rank < 2]
+    for t in bad:
+        ctx.add(f"'{t.name}' is {fmt_shape(t.shape)}: attention operands are [..., seq, dim] (2 to 4 dims)")
+    if bad:
+        return None
+    sq, d = q.matrix
+    sk, dk = k.matrix
+    skv, dv = v.matrix
+    if dk != d:
+        ctx.add(f"mismatched head dimensions: q '{q.name}' {fmt_shape(q.shape)} has d = {d} but k '{k.name}' "
+                f"{fmt_shape(k.shape)} has d = {dk}")
+    if skv != sk:
+        ctx.add(f"k '{k.name}' {fmt_shape(k.shape)} has {sk} keys but v '{v.name}' {fmt_shape(v.shape)} "
+                f"has {skv}")
+    for t in (k, v):
+        if t.lead != q.lead:
+            ctx.add(f"leading (batch, head) dims of {t.name!r} {fmt_shape(t.lead)} differ from q '{q.name}' "
+                    f"{fmt_shape(q.lead)}")
+    if causal and sq != sk:
+        ctx.add(f"a causal mask needs a square attention (as many queries as keys); q '{q.name}' has {sq} "
+                f"and k '{k.name}' has {sk}")
+    want = (*q.lead, sq, dv)
+    if tuple(out.shape) != want:
+        ctx.add(f"out '{out.name}' is {fmt_shape(out.shape)}, expected {fmt_shape(want)} "
+                f"(queries of q '{q.name}', dim of v '{v.name}')")
+    ctx.not_own_output([q.name, k.name, v.name], out.name)
+    return AttentionTask(id=ctx.task_id, q=q.name, k=k.name, v=v.name, out=out.name,
+                         heads=math.prod(q.lead), sq=sq, sk=sk, d=d, dv=dv, causal=causal, scale=scale,
+                         tiling=tiling)
+
+
+def _read_tiling(body: Mapping[str, Any], w: str, pr: Problems) -> AttentionTiling | None:
+    raw = get_mapping(body, "tiling", w, pr)
+    tw = f"{w}: tiling"
+    check_keys(raw, _TILING_KEYS, tw, pr)
+    before = len(pr.lines)
+    sizes = [get_int(raw, key, tw, pr, minimum=1) for key in _TILING_KEYS]
+    return AttentionTiling(*sizes) if len(pr.lines) == before else None
+
+
+def to_dict(task: AttentionTask) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": task.id, "type": task.type, "q": task.q, "k": task.k, "v": task.v,
+                           "out": task.out, "causal": task.causal}
+    if task.scale is not None:
+        out["scale"] = task.scale
+    if task.tiling is not None:
+        out["tiling"] = {"block_q": task.tiling.block_q, "block_kv": task.tiling.block_kv}
+    return out
+
+
+# --------------------------------------------------------------------------- tiling
+
+#: per-row statistics a Q block keeps in the vector buffer (m, l, alpha and their successors)
+STATS = 6
+
+
+def requirements(task: AttentionTask, bq: int, bkv: int, hw: Hardware) -> list[tuple[str, str, int]]:
+    """(role, arithmetic, bytes) a tiling needs per role. Tiles that change with every K/V
+    block are double buffered so that the Cube computes block j+1 while the Vector unit
+    works on block j; K and V alternate in cube_b (one each); O and its fp16 result are one
+    per Q block."""
+    f = hw.cube.fractal if hw.cube is not None else (16, 16, 16)
+    pq, pkv = round_up(bq, f[0]), round_up(bkv, f[1])
+    pd, pdv = round_up(task.d, f[2]), round_up(task.dv, f[1])
+    stat = round_up(pq * 4, 32)
+    return [
+        ("operand", f"(Q {pq}x{pd} + K {pd}x{pkv} + V {pkv}x{pdv} + P {pq}x{pkv})*2 B*2 buffers",
+         (pq * pd + pd * pkv + pkv * pdv + pq * pkv) * 2 * 2),
+        ("cube_a", f"(Q {pq}x{pd} + P {pq}x{pkv})*2 B*2 buffers", (pq * pd + pq * pkv) * 2 * 2),
+        ("cube_b", f"(K {pd}x{pkv} + V {pkv}x{pdv})*2 B", (pd * pkv + pkv * pdv) * 2),
+        ("accumulator", f"(S {pq}x{pkv} + PV {pq}x{pdv})*4 B*2 buffers", (pq * pkv + pq * pdv) * 4 * 2),
+        ("vector", f"(S {pq}x{pkv}*4 B + P {pq}x{pkv}*2 B + PV {pq}x{pdv}*4 B)*2 buffers + O {pq}x{pdv}*4 B "
+                   f"+ O {pq}x{pdv}*2 B + {STATS} row statistics {stat} B",
+         (pq * pkv * 6 + pq * pdv * 4) * 2 + pq * pdv * 6 + STATS * stat),
+    ]
+
+
+def _misfits(task: AttentionTask, bq: int, bkv: int, hw: Hardware) -> list[str]:
+    out = []
+    for role, text, need in requirements(task, bq, bkv, hw):
+        space = hw.role(role)
+        cap = hw.space(space).capacity
+        if cap and need > cap:
+            out.append(f"task '{task.id}': block_q {bq}, block_kv {bkv}: {text} = {need} B > {space} {cap} B")
+    return out
+
+
+def check_tiling(task: AttentionTask, tiling: AttentionTiling, hw: Hardware) -> None:
+    pr = Problems()
+    f = hw.cube.fractal if hw.cube is not None else (16, 16, 16)
+    for key, value, q in (("block_q", tiling.block_q, f[0]), ("block_kv", tiling.block_kv, f[1])):
+        if value % q:
+            pr.add(f"task '{task.id}': tiling {key} = {value} must be a multiple of {q} (the Cube's fractal)")
+    pr.raise_if_any(TilingError)
+    for line in _misfits(task, tiling.block_q, tiling.block_kv, hw):
+        pr.add(line)
+    pr.raise_if_any(TilingError)
+
+
+def derive_tiling(task: AttentionTask, hw: Hardware) -> AttentionTiling:
+    """Block sizes that are the fractal times a power of two, no larger than the padded
+    sequence, and fit every role; the largest smaller of the two wins, then the larger
+    ``block_kv`` (more keys per pass amortise the rescale of O), then the larger ``block_q``.
+    With d = 128 on ``seed-davinci`` that is 64 x 128.
+
+    Raises
+    ------
+    TilingError
+        When not even one fractal fits, with the arithmetic.
+    """
+    f = hw.cube.fractal if hw.cube is not None else (16, 16, 16)
+
+    def sizes(q: int, limit: int) -> list[int]:
+        out, x = [], q
+        while x <= max(q, round_up(limit, q)):
+            out.append(x)
+            x *= 2
+        return out
+
+    best = None
+    for bq in sizes(f[0], task.sq):
+        for bkv in sizes(f[1], task.sk):
+            if not _misfits(task, bq, bkv, hw):
+                key = (min(bq, bkv), bkv, bq)
+                if best is None or key > best[0]:
+                    best = (key, AttentionTiling(bq, bkv))
+    if best is None:
+        raise TilingError(_misfits(task, f[0], f[1], hw))
+    return best[1]
+
+
+# --------------------------------------------------------------------------- plan and lowering
+
+
+@attrs.frozen
+class AttentionPlan:
+    task: AttentionTask
+    tiling: AttentionTiling
+
+    @property
+    def q_spans(self) -> tuple[tuple[int, int], ...]:
+        return spans(self.task.sq, self.tiling.block_q)
+
+    @property
+    def kv_spans(self) -> tuple[tuple[int, int], ...]:
+        return spans(self.task.sk, self.tiling.block_kv)
+
+    def visible(self, q0: int, q1: int) -> list[tuple[int, tuple[int, int]]]:
+        """The K/V blocks a Q block attends to: all, or with the causal mask those not wholly
+        after its last query."""
+        return [(j, (k0, k1)) for j, (k0, k1) in enumerate(self.kv_spans)
+                if not self.task.causal or k0 <= q1 - 1]
+
+    @property
+    def blocks(self) -> int:
+        return self.task.heads * len(self.q_spans)
+
+    @property
+    def pairs(self) -> int:
+        """(Q block, K/V block) pairs computed, per (batch, head)."""
+        return sum(len(self.visible(q0, q1)) for q0, q1 in self.q_spans)
+
+    @property
+    def op_count(self) -> int:
+        per_q = 2 + 2  # load and move Q; normalise and store O
+        per_pair = 2 + 4 + 2 + 2 + 6  # loads K V; moves K P P V; mmads; fixpipes; vec always
+        later = 5  # vec of every block after the first: alpha (sub, exp), l rescale, O rescale, add
+        masked = 0
+        for q0, q1 in self.q_spans:
+            vis = self.visible(q0, q1)
+            masked += sum(1 for _, (k0, k1) in vis if self.task.causal and k1 - 1 > q0)
+        n_q = len(self.q_spans)
+        return self.task.heads * (n_q * per_q + self.pairs * per_pair + (self.pairs - n_q) * later + masked)
+
+    @property
+    def work(self) -> list[int]:
+        """Query rows times visible keys of each Q block, in block order: a causal Q block's
+        work grows with its position and tail blocks are smaller, so cores are balanced by it
+        (:meth:`Builder.balance`)."""
+        per = [(q1 - q0) * sum(k1 - k0 for _, (k0, k1) in self.visible(q0, q1)) for q0, q1 in self.q_spans]
+        return per * self.task.heads
+
+    def info(self, hw: Hardware) -> TilingInfo:
+        t = self.tiling
+        counts = Counter(balance_cores(self.work, hw.cores))
+        per = (min(counts.get(c, 0) for c in range(hw.cores)), max(counts.values()))
+        return TilingInfo(self.task.id, "attention", (t.block_q, t.block_kv), 2, self.task.tiling is None,
+                          self.blocks, per, what="block q x kv", combine="online")
+
+    def lower(self, em: Builder) -> None:
+        """Q blocks go to cores balanced by their work; each core's (Q block, K/V block) pairs
+        are emitted software-pipelined. Program order is the order in which the list
+        scheduler allocates tiles, so it follows the steady state: V of pair t, the softmax
+        of pair t, ``S = Q Kᵀ`` of pair t + 1 (the Cube computes it while the Vector unit
+        works on pair t), the update of O by ``P V`` of pair t - 1 (which the Cube finished
+        meanwhile), then P of pair t to the Cube and its ``P V``."""
+        task = self.task
+        q_spans = self.q_spans
+        rows = [(h * task.sq + q0, h * task.sq + q1) for h in range(task.heads) for q0, q1 in q_spans]
+        em.output(task.out, rows, [(0, task.dv)])
+        cores = em.balance(self.work)
+        blocks: dict[int, list[_QBlock]] = {}
+        for h in range(task.heads):
+            for i, qs in enumerate(q_spans):
+                b = h * len(q_spans) + i
+                blocks.setdefault(cores[b], []).append(_QBlock(self, em, cores[b], f"{task.id}.b{b}", h, qs))
+        for core in sorted(blocks):
+            pairs = [(qb, j, ks) for qb in blocks[core] for j, ks in self.visible(*qb.qs)]
+            self._emit_core(pairs)
+
+    @staticmethod
+    def _emit_core(pairs: list[tuple[_QBlock, int, tuple[int, int]]]) -> None:
+        """One core's pairs in program order, software-pipelined (see :meth:`lower`)."""
+
+        def qk(t: int) -> None:
+            qb, j, ks = pairs[t]
+            if not t or pairs[t - 1][0] is not qb:
+                qb.start()
+            qb.qk(j, ks)
+
+        def update(t: int) -> None:
+            qb, j, _ = pairs[t]
+            qb.update(j)
+            if t + 1 == len(pairs) or pairs[t + 1][0] is not qb:
+                qb.finish()
+
+        qk(0)
+        for t, (qb, j, ks) in enumerate(pairs):
+            qb.load_v(j, ks)
+            qb.softmax(j, ks)
+            if t + 1 < len(pairs):
+                qk(t + 1)
+            if t:
+                update(t - 1)
+            qb.pv(j, ks)
+        update(len(pairs) - 1)
+
+
+class _QBlock:
+    """The ops of one Q block of one (batch, head), in stages (see :meth:`AttentionPlan.lower`)."""
+
+    def __init__(
+        self, plan: AttentionPlan, em: Builder, core: int, p: str, h: int, qs: tuple[int, int]
+    ) -> None:
+        task = plan.task
+        assert em.hw.cube is not None  # needs() checked it
+        fm, fn, fk = em.hw.cube.fractal
+        self.task, self.em, self.core, self.p, self.qs = task, em, core, p, qs
+        self.fn = fn
+        self.pd, self.pdv = round_up(task.d, fk), round_up(task.dv, fn)
+        # every tile has its block's full (padded) size, tails included: tiles of one size never
+        # fragment a space, and cube_b holds exactly one K and one V tile
+        self.rows, self.pq = qs[1] - qs[0], round_up(plan.tiling.block_q, fm)
+        self.pk = round_up(plan.tiling.block_kv, fn)
+        self.qrow, self.krow = h * task.sq, h * task.sk
+        self.m = self.lsum = self.o = self.l0q = ""
+        # per K/V block in flight: S, V in cube_b, P V in the accumulator, alpha (not the first)
+        self.s: dict[int, str] = {}
+        self.v: dict[int, str] = {}
+        self.acc: dict[int, str] = {}
+        self.alpha: dict[int, str] = {}
+
+    def start(self) -> None:
+        """Q: GM -> operand buffer -> cube_a, where it stays for every K/V block."""
+        em, task, p = self.em, self.task, self.p
+        q0, q1 = self.qs
+        l1q = em.item(f"{p}.l1q", "operand", FP16, (self.pq, self.pd))
+        self.l0q = em.item(f"{p}.l0q", "cube_a", FP16, (self.pq, self.pd))
+        em.load(f"{p}.load_q", self.core, l1q, task.q, ((self.qrow + q0, self.qrow + q1), (0, task.d)))
+        em.move(f"{p}.move_q", self.core, l1q, self.l0q, self.rows, task.d)
+
+    def qk(self, j: int, ks: tuple[int, int]) -> None:
+        """S = Q Kᵀ on the Cube (K loaded transposed into [d, cols]), drained as fp32."""
+        em, task, core, s = self.em, self.task, self.core, f"{self.p}.j{j}"
+        k0, k1 = ks
+        cols, pk = k1 - k0, self.pk
+        l1k = em.item(f"{s}.l1k", "operand", FP16, (self.pd, pk))
+        l0k = em.item(f"{s}.l0k", "cube_b", FP16, (self.pd, pk))
+        acc_s = em.item(f"{s}.l0s", "accumulator", FP32, (self.pq, pk))
+        self.s[j] = em.item(f"{s}.s", "vector", FP32, (self.pq, pk))
+        region = ((self.krow + k0, self.krow + k1), (0, task.d))
+        em.load(f"{s}.load_k", core, l1k, task.k, region, transpose=True)
+        em.move(f"{s}.move_k", core, l1k, l0k, task.d, cols)
+        em.mmad(f"{s}.qk", core, self.l0q, l0k, acc_s, self.rows, cols, task.d, True)
+        em.fixpipe(f"{s}.fix_s", core, acc_s, self.s[j], self.rows, cols)
+
+    def load_v(self, j: int, ks: tuple[int, int]) -> None:
+        """V: GM -> operand buffer -> cube_b."""
+        em, task, core, s = self.em, self.task, self.core, f"{self.p}.j{j}"
+        k0, k1 = ks
+        pk = self.pk
+        l1v = em.item(f"{s}.l1v", "operand", FP16, (pk, self.pdv))
+        self.v[j] = em.item(f"{s}.l0v", "cube_b", FP16, (pk, self.pdv))
+        em.load(f"{s}.load_v", core, l1v, task.v, ((self.krow + k0, self.krow + k1), (0, task.dv)))
+        em.move(f"{s}.move_v", core, l1v, self.v[j], k1 - k0, task.dv)
+
+    def softmax(self, j: int, ks: tuple[int, int]) -> None:
+        """The online softmax of block j on the Vector unit: scale, causal mask, the running
+        maximum and its rescale factor, ``exp(S - m)`` and the running sum."""
+        em, task, core, s = self.em, self.task, self.core, f"{self.p}.j{j}"
+        (q0, _), (k0, k1) = self.qs, ks
+        rows, pq, cols = self.rows, self.pq, k1 - k0
+        ub_s = self.s[j]
+        em.vec(f"{s}.scale", core, "scale", (ub_s,), ub_s, (rows, cols), scalar=task.softmax_scale)
+        if task.causal and k1 - 1 > q0:
+            em.vec(f"{s}.mask", core, "mask_causal", (ub_s,), ub_s, (rows, cols), row0=q0, col0=k0)
+        m_new = em.item(f"{s}.m", "vector", FP32, (pq, 1))
+        em.vec(f"{s}.rowmax", core, "rowmax", (ub_s, self.m) if self.m else (ub_s,), m_new, (rows, cols))
+        if self.m:
+            alpha = self.alpha[j] = em.item(f"{s}.alpha", "vector", FP32, (pq, 1))
+            em.vec(f"{s}.dmax", core, "sub", (self.m, m_new), alpha, (rows, 1))
+            em.vec(f"{s}.alpha", core, "exp", (alpha,), alpha, (rows, 1))
+            em.vec(f"{s}.rescale_l", core, "mul", (self.lsum, alpha), self.lsum, (rows, 1))
+        em.vec(f"{s}.sub", core, "sub_row", (ub_s, m_new), ub_s, (rows, cols))
+        em.vec(f"{s}.exp", core, "exp", (ub_s,), ub_s, (rows, cols))
+        if not self.m:
+            self.lsum = em.item(f"{self.p}.l", "vector", FP32, (pq, 1))
+        reads = (ub_s, self.lsum) if self.m else (ub_s,)
+        em.vec(f"{s}.rowsum", core, "rowsum", reads, self.lsum, (rows, cols))
+        self.m = m_new
+
+    def pv(self, j: int, ks: tuple[int, int]) -> None:
+        """P (cast to fp16) to the Cube's input path — vector buffer -> operand buffer ->
+        cube_a — and ``P V`` on the Cube."""
+        em, task, core, s = self.em, self.task, self.core, f"{self.p}.j{j}"
+        k0, k1 = ks
+        rows, pq = self.rows, self.pq
+        cols, pk = k1 - k0, self.pk
+        ub_p = em.item(f"{s}.p", "vector", FP16, (pq, pk))
+        em.vec(f"{s}.cast", core, "cast", (self.s.pop(j),), ub_p, (rows, cols))
+        l1p = em.item(f"{s}.l1p", "operand", FP16, (pq, pk))
+        l0p = em.item(f"{s}.l0p", "cube_a", FP16, (pq, pk))
+        em.move(f"{s}.move_p", core, ub_p, l1p, rows, cols)
+        em.move(f"{s}.move_p0", core, l1p, l0p, rows, cols)
+        self.acc[j] = em.item(f"{s}.l0o", "accumulator", FP32, (pq, self.pdv))
+        em.mmad(f"{s}.pv", core, l0p, self.v.pop(j), self.acc[j], rows, task.dv, cols, True)
+
+    def update(self, j: int) -> None:
+        """``P V`` drained as fp32; the running output rescaled and accumulated."""
+        em, task, core, s = self.em, self.task, self.core, f"{self.p}.j{j}"
+        rows = self.rows
+        ub_o = em.item(f"{s}.pv", "vector", FP32, (self.pq, self.pdv))
+        em.fixpipe(f"{s}.fix_o", core, self.acc.pop(j), ub_o, rows, task.dv)
+        if self.o:
+            alpha = self.alpha.pop(j)
+            em.vec(f"{s}.rescale_o", core, "mul_row", (self.o, alpha), self.o, (rows, task.dv))
+            em.vec(f"{s}.acc_o", core, "add", (self.o, ub_o), self.o, (rows, task.dv))
+        else:
+            self.o = ub_o
+
+    def finish(self) -> None:
+        """O / l as fp16, stored."""
+        em, task, p = self.em, self.task, self.p
+        q0, q1 = self.qs
+        out16 = em.item(f"{p}.o", "vector", FP16, (self.pq, self.pdv))
+        em.vec(f"{p}.norm", self.core, "div_row", (self.o, self.lsum), out16, (self.rows, task.dv))
+        em.store(f"{p}.store", self.core, out16, task.out, ((self.qrow + q0, self.qrow + q1), (0, task.dv)))
+
+
+def plan(task: AttentionTask, hw: Hardware) -> AttentionPlan:
+    return checked_or_derived(task, hw, check_tiling, derive_tiling, AttentionPlan)
+
+
+def needs(task: AttentionTask, hw: Hardware) -> list[str]:
+    paths = [("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"), ("accumulator", "vector"),
+             ("vector", "operand"), ("vector", "global")]
+    return hardware_needs(task.id, hw, roles=("operand", "cube_a", "cube_b", "accumulator", "vector"),
+                          paths=paths, cube=True, vector=True)
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def reference(task: AttentionTask, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``softmax(scale * q kᵀ [+ mask]) v`` in float32 (the fp16 inputs, exactly widened)."""
+    h = task.heads
+    q = env[task.q].astype(np.float32).reshape(h, task.sq, task.d)
+    k = env[task.k].astype(np.float32).reshape(h, task.sk, task.d)
+    v = env[task.v].astype(np.float32).reshape(h, task.sk, task.dv)
+    s = np.matmul(q, np.swapaxes(k, 1, 2)) * np.float32(task.softmax_scale)
+    if task.causal:
+        s = np.where(np.triu(np.ones((task.sq, task.sk), dtype=bool), 1), np.float32(-np.inf), s)
+    e = np.exp(s - s.max(axis=2, keepdims=True))
+    p = e / e.sum(axis=2, keepdims=True, dtype=np.float32)
+    return {task.out: np.matmul(p, v).reshape(h * task.sq, task.dv).astype(np.float32)}
+
+
+# --------------------------------------------------------------------------- strategy
+
+
+def strategy(
+    draw, prefix: str, tensors: dict[str, Any], src: tuple[str, tuple[int, ...]] | None
+) -> dict[str, Any]:
+    """Attention with random heads, sequence lengths with tails (1-150), head dims, causal on
+    and off (square when causal), sometimes an explicit block tiling. ``src`` is not used:
+    attention reads three fresh tensors."""
+    from hypothesis import strategies as st
+
+    lead = draw(st.sampled_from([[], [2], [2, 2]]), label="heads")
+    causal = draw(st.booleans(), label="causal")
+    sq = draw(st.integers(1, 100), label="Sq")
+    sk = sq if causal else draw(st.integers(1, 100), label="Sk")
+    d = draw(st.sampled_from([16, 24, 64]), label="d")
+    dv = draw(st.sampled_from([16, 40, 64]), label="dv")
+    names = {key: f"{prefix}{key}" for key in ("q", "k", "v", "o")}
+    tensors[names["q"]] = {"shape": [*lead, sq, d]}
+    tensors[names["k"]] = {"shape": [*lead, sk, d]}
+    tensors[names["v"]] = {"shape": [*lead, sk, dv]}
+    tensors[names["o"]] = {"shape": [*lead, sq, dv]}
+    task: dict[str, Any] = {"id": f"{prefix}att", "type": "attention", "q": names["q"], "k": names["k"],
+                            "v": names["v"], "out": names["o"], "causal": causal}
+    if draw(st.booleans(), label="explicit tiling"):
+        task["tiling"] = {"block_q": draw(st.sampled_from([16, 32, 64]), label="block_q"),
+                          "block_kv": draw(st.sampled_from([32, 64]), label="block_kv")}
+    return task
+
+
+KIND = TaskKind(
+    name="attention",
+    read=read,
+    to_dict=to_dict,
+    plan=plan,
+    needs=needs,
+    reference=reference,
+    strategy=strategy,
+)

@@ -1,0 +1,179 @@
+"""Building an OpGraph: items, micro-ops and the GM dependencies between tasks.
+
+Kinds lower through a :class:`Builder`. It names spaces by hardware role (``vector``,
+``accumulator``, ...), takes every op's unit and duration from the kind table
+(:data:`staticsched.model.opkinds.KINDS`), rotates blocks over the cores, and makes every
+``load`` depend on exactly the ``store`` ops of earlier tasks whose GM regions it reads.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from staticsched.model.hardware import DTYPE_BYTES, Hardware
+from staticsched.model.opgraph import Item, Op
+from staticsched.model.opkinds import KINDS, ItemShape, Region
+
+FP16 = "float16"
+FP32 = "float32"
+
+
+class StoreGrid:
+    """The store ops of one GM tensor, indexed by the producer's block grid.
+
+    A tensor has one writer task whose blocks tile it as a grid of row spans x column
+    spans, so the stores a region intersects are a rectangle of cells found by bisection.
+    """
+
+    def __init__(self, row_spans: Sequence[tuple[int, int]], col_spans: Sequence[tuple[int, int]]):
+        self.row_starts = [r0 for r0, _ in row_spans]
+        self.col_starts = [c0 for c0, _ in col_spans]
+        self.cells: dict[tuple[int, int], str] = {}
+
+    def add(self, region: Region, op_id: str) -> None:
+        (r0, _), (c0, _) = region
+        cell = (bisect.bisect_left(self.row_starts, r0), bisect.bisect_left(self.col_starts, c0))
+        self.cells[cell] = op_id
+
+    def intersecting(self, region: Region) -> list[str]:
+        (r0, r1), (c0, c1) = region
+        rows = range(bisect.bisect_right(self.row_starts, r0) - 1, bisect.bisect_left(self.row_starts, r1))
+        cols = range(bisect.bisect_right(self.col_starts, c0) - 1, bisect.bisect_left(self.col_starts, c1))
+        return [self.cells[(i, j)] for i in rows for j in cols]
+
+
+def balance_cores(costs: Sequence[int], cores: int, first: int = 0) -> list[int]:
+    """The core of each unit of work: the costliest first, each onto the least loaded core
+    (ties: the next core in the rotation that starts at ``first``). Equal costs give the plain
+    rotation ``first, first + 1, ...``."""
+    load = [0] * cores
+    out = [0] * len(costs)
+    for u in sorted(range(len(costs)), key=lambda u: (-costs[u], u)):
+        c = min(range(cores), key=lambda c: (load[c], (c - first) % cores))
+        out[u] = c
+        load[c] += costs[u]
+    return out
+
+
+class Builder:
+    """Accumulates items and ops in program order (the order of the OpGraph's op list)."""
+
+    def __init__(self, hw: Hardware) -> None:
+        self.hw = hw
+        self.items: list[Item] = []
+        self.ops: list[Op] = []
+        self.shapes: dict[str, ItemShape] = {}
+        self.stores: dict[str, StoreGrid] = {}
+        self.next_core = 0
+        self._roles: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ cores
+    def core_of(self, block: int, first_core: int) -> int:
+        return (first_core + block) % self.hw.cores
+
+    def start_task(self, blocks: int) -> int:
+        """The core of a task's block 0; the next task continues the rotation after ``blocks``."""
+        first = self.next_core
+        self.next_core = self.core_of(blocks, first)
+        return first
+
+    def balance(self, costs: Sequence[int]) -> list[int]:
+        """Cores for a task's units of work of these costs (:func:`balance_cores`); the next
+        task continues the rotation after them."""
+        return balance_cores(costs, self.hw.cores, self.start_task(len(costs)))
+
+    # ------------------------------------------------------------------ items
+    def space(self, role: str) -> str:
+        """The space playing ``role`` on this hardware (see ``hardware.ROLES``)."""
+        s = self._roles.get(role)
+        if s is None:
+            s = self._roles[role] = self.hw.role(role)
+        return s
+
+    def item(self, name: str, role: str, dtype: str, shape: tuple[int, int]) -> str:
+        """A new item of ``shape`` in the space playing ``role``."""
+        it = Item(name, self.space(role), shape[0] * shape[1] * DTYPE_BYTES[dtype], dtype, shape)
+        self.items.append(it)
+        self.shapes[name] = it.as_shape()
+        return name
+
+    def output(
+        self, tensor: str, row_spans: Sequence[tuple[int, int]], col_spans: Sequence[tuple[int, int]]
+    ) -> None:
+        """Declare the block grid a task stores ``tensor`` in (for consumers' dependencies)."""
+        self.stores[tensor] = StoreGrid(row_spans, col_spans)
+
+    # ------------------------------------------------------------------ ops
+    def op(
+        self,
+        op_id: str,
+        kind_name: str,
+        core: int,
+        reads: Sequence[str],
+        writes: Sequence[str],
+        attrs_: Mapping[str, Any],
+        deps: Sequence[str] = (),
+    ) -> None:
+        kind = KINDS[kind_name]
+        r = [self.shapes[n] for n in reads]
+        w = [self.shapes[n] for n in writes]
+        self.ops.append(
+            Op(
+                id=op_id,
+                unit=kind.unit(self.hw, attrs_, r, w),
+                duration=kind.duration(self.hw, attrs_, r, w),
+                core=core,
+                deps=deps,
+                reads=reads,
+                writes=writes,
+                kind=kind_name,
+                attrs=attrs_,
+            )
+        )
+
+    def load(
+        self, op_id: str, core: int, dst: str, tensor: str, region: Region, *, transpose: bool = False
+    ) -> None:
+        """GM ``region`` of ``tensor`` (transposed when asked) into the top-left of ``dst``."""
+        attrs_: dict[str, Any] = {"tensor": tensor, "region": region}
+        if transpose:
+            attrs_["transpose"] = True
+        grid = self.stores.get(tensor)
+        deps = grid.intersecting(region) if grid is not None else []
+        self.op(op_id, "load", core, (), (dst,), attrs_, deps)
+
+    def store(self, op_id: str, core: int, src: str, tensor: str, region: Region) -> None:
+        self.op(op_id, "store", core, (src,), (), {"tensor": tensor, "region": region})
+        self.stores[tensor].add(region, op_id)
+
+    def move(self, op_id: str, core: int, src: str, dst: str, rows: int, cols: int) -> None:
+        self.op(op_id, "move", core, (src,), (dst,), {"rows": rows, "cols": cols})
+
+    def mmad(self, op_id: str, core: int, a: str, b: str, c: str, m: int, n: int, k: int, init: bool) -> None:
+        reads = (a, b) if init else (a, b, c)
+        self.op(op_id, "mmad", core, reads, (c,), {"m": m, "n": n, "k": k, "init": init})
+
+    def fixpipe(self, op_id: str, core: int, src: str, dst: str, rows: int, cols: int) -> None:
+        self.op(op_id, "fixpipe", core, (src,), (dst,), {"rows": rows, "cols": cols})
+
+    def vec(
+        self,
+        op_id: str,
+        core: int,
+        op: str,
+        reads: Sequence[str],
+        out: str,
+        extent: tuple[int, int],
+        *,
+        scalar: float | None = None,
+        **extra: int,
+    ) -> None:
+        """Vector ``op`` over ``extent`` of ``reads`` into ``out`` (``out`` may be ``reads[0]``:
+        in place)."""
+        attrs_: dict[str, Any] = {"op": op, "rows": extent[0], "cols": extent[1]}
+        if scalar is not None:
+            attrs_["scalar"] = scalar
+        attrs_.update(extra)
+        self.op(op_id, "vec", core, tuple(reads), (out,), attrs_)

@@ -1,0 +1,290 @@
+"""The ``elementwise`` task kind: ``out = op(*inputs[, value])`` on the Vector unit.
+
+Any Vector op of the table (:mod:`staticsched.model.vecops`) that keeps the tile's shape; its
+inputs follow the op's operand forms: ``full`` inputs have the output's shape, a ``col`` input
+is ``[N]`` (one value per column), a ``row`` input is ``[..., M, 1]`` (one value per row).
+
+Lowering: the output is cut into row tiles that fit the vector buffer double buffered (or,
+when one row does not fit, into column spans of one row); each tile loads its inputs
+(GM -> vector buffer), runs the op in place on the first input's tile and stores it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from staticsched._fields import check_keys
+from staticsched.errors import TilingError
+from staticsched.model.hardware import Hardware
+from staticsched.model.vecops import USER_OPS, VECOPS, extent
+from staticsched.tasks.base import (
+    ReadContext,
+    RowGrid,
+    RowTiling,
+    TaskKind,
+    TilingInfo,
+    fmt_shape,
+    hardware_needs,
+    largest,
+    per_core,
+    read_op,
+    round_up,
+)
+from staticsched.tasks.builder import FP16, Builder
+
+#: ops an elementwise task may name: every user op that keeps the tile's shape
+OPS = tuple(name for name in USER_OPS if not VECOPS[name].reduces)
+ELEM_BYTES = 2
+
+_KEYS = ("id", "type", "op", "inputs", "out", "value")
+
+
+@attrs.frozen(kw_only=True)
+class ElementwiseTask:
+    """``out = op(*inputs[, value])`` on the Vector unit; ``rows, cols`` is the 2-D output shape."""
+
+    type: ClassVar[str] = "elementwise"
+
+    id: str
+    op: str
+    inputs: tuple[str, ...] = attrs.field(converter=tuple)
+    out: str
+    rows: int
+    cols: int
+    value: float | None = None
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return self.inputs
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        return (self.out,)
+
+
+def _hint(op: str) -> str:
+    from staticsched.tasks import KINDS
+
+    for kind in KINDS.values():
+        if op in getattr(kind, "ops", ()):
+            return f" ('{op}' is an op of '{kind.name}' tasks)"
+    return ""
+
+
+def read(body: Mapping[str, Any], ctx: ReadContext) -> ElementwiseTask | None:
+    from staticsched.tasks.matmul import operand_fits, operand_shape
+
+    w, pr = ctx.where, ctx.pr
+    check_keys(body, _KEYS, w, pr)
+    op = read_op(body, ctx, OPS, hint=_hint)
+    vop = VECOPS.get(op) if op in OPS else None
+    value = ctx.number(body, "value")
+    if "value" not in body and vop is not None and vop.scalar == "required":
+        ctx.add(f"op '{op}' needs a 'value'")
+    out = ctx.tensor(body, "out")
+    inputs = ctx.tensor_list(body, "inputs")
+    if vop is None:
+        return None
+    if len(inputs) != vop.arity:
+        ctx.add(f"op '{op}' takes {vop.arity} input(s), got {len(inputs)}")
+        return None
+    if out is None or any(t is None for t in inputs):
+        return None
+    rows, cols = out.shape2d
+    for t, form in zip(inputs, vop.operands, strict=True):
+        assert t is not None  # checked just above
+        if not operand_fits(form, t, out):
+            want = operand_shape(form, out)
+            if form == "full" and out.rank <= 2:
+                want = (rows, cols)
+            ctx.add(f"input '{t.name}' is {fmt_shape(t.shape)}, expected {fmt_shape(want)} "
+                    f"(from out '{out.name}' {fmt_shape(out.shape)})")
+    ctx.not_own_output([t.name for t in inputs if t is not None], out.name)
+    return ElementwiseTask(
+        id=ctx.task_id,
+        op=op,
+        inputs=[t.name for t in inputs if t is not None],
+        out=out.name,
+        rows=rows,
+        cols=cols,
+        value=value,
+    )
+
+
+def to_dict(task: ElementwiseTask) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": task.id, "type": task.type, "op": task.op, "inputs": list(task.inputs),
+                           "out": task.out}
+    if task.value is not None:
+        out["value"] = task.value
+    return out
+
+
+# --------------------------------------------------------------------------- tiling
+
+
+def vector_capacity(hw: Hardware) -> tuple[int, int]:
+    """(capacity, alignment) of the vector buffer; capacity 0 when unbounded."""
+    ub = hw.space(hw.role("vector"))
+    return ub.capacity, ub.alignment
+
+
+def derive_row_tiling(task: ElementwiseTask, hw: Hardware) -> RowTiling:
+    """Tiles of an elementwise task, double buffered in the vector buffer.
+
+    The op runs in place on its first input's tile, so the working set is one tile per input
+    of the op's operand form (a ``col`` operand is one row of the tile's width, a ``row``
+    operand one column of its height), each rounded up to the buffer's alignment, times two
+    buffers. Tiles take full rows when a row fits, as many rows as fit but at most
+    ``ceil(rows / (2 * cores))`` so that every core gets work and has a second tile to overlap
+    with; when a single row does not fit, tiles are one row of the widest column span (a
+    multiple of the alignment in elements) that does.
+
+    Raises
+    ------
+    TilingError
+        When not even one row of one alignment unit fits.
+    """
+    cap, align = vector_capacity(hw)
+    # the op's working set: a tile per operand of its form, and its scratch tiles
+    forms = VECOPS[task.op].operands + ("full",) * VECOPS[task.op].scratch
+
+    def fits(rows: int, cols: int) -> bool:
+        if cap == 0:
+            return True
+        need = sum(round_up(math.prod(extent(f, rows, cols)) * ELEM_BYTES, align) for f in forms)
+        return 2 * need <= cap
+
+    if fits(1, task.cols):
+        rows_fit = largest(1, task.rows, lambda r: fits(r, task.cols))
+        spread = math.ceil(task.rows / (2 * hw.cores))
+        return RowTiling(max(1, min(rows_fit, spread)), task.cols)
+    granule = max(1, align // ELEM_BYTES)
+    if not fits(1, granule):
+        raise TilingError(
+            f"task '{task.id}': {hw.role('vector')} {cap} B cannot hold {len(task.inputs)} input tile(s) of "
+            f"one "
+            f"row of {granule} columns twice (double buffering)"
+        )
+    units = largest(1, task.cols // granule, lambda u: fits(1, u * granule))
+    return RowTiling(1, units * granule)
+
+
+@attrs.frozen
+class ElementwisePlan(RowGrid):
+    """How an elementwise task is cut into vector-buffer tiles."""
+
+    task: ElementwiseTask
+    tiling: RowTiling
+
+    @property
+    def blocks(self) -> int:
+        return math.ceil(self.task.rows / self.tiling.rows) * math.ceil(self.task.cols / self.tiling.cols)
+
+    @property
+    def ops_per_block(self) -> int:
+        return len(self.task.inputs) + 2
+
+    @property
+    def op_count(self) -> int:
+        return self.blocks * self.ops_per_block
+
+    def info(self, hw: Hardware) -> TilingInfo:
+        t = self.tiling
+        return TilingInfo(self.task.id, "elementwise", (t.rows, t.cols), 2, True, self.blocks,
+                          per_core(self.blocks, hw.cores))
+
+    def lower(self, em: Builder) -> None:
+        task = self.task
+        col_spans = self.col_spans
+        em.output(task.out, self.row_spans, col_spans)
+        first_core = em.start_task(self.blocks)
+        forms = VECOPS[task.op].operands
+        for ti, (r0, r1) in enumerate(self.row_spans):
+            for tj, (c0, c1) in enumerate(col_spans):
+                t = ti * len(col_spans) + tj
+                core = em.core_of(t, first_core)
+                p = f"{task.id}.t{t}"
+                tiles = []
+                for j, (name, form) in enumerate(zip(task.inputs, forms, strict=True)):
+                    shape = extent(form, r1 - r0, c1 - c0)
+                    rows = (0, 1) if form == "col" else (r0, r1)
+                    region = (rows, (0, 1) if form == "row" else (c0, c1))
+                    tile = em.item(f"{p}.in{j}", "vector", FP16, shape)
+                    em.load(f"{p}.load{j}", core, tile, name, region)
+                    tiles.append(tile)
+                extent_ = (r1 - r0, c1 - c0)
+                em.vec(f"{p}.{task.op}", core, task.op, tiles, tiles[0], extent_, scalar=task.value)
+                em.store(f"{p}.store", core, tiles[0], task.out, ((r0, r1), (c0, c1)))
+
+
+def plan(task: ElementwiseTask, hw: Hardware) -> ElementwisePlan:
+    return ElementwisePlan(task, derive_row_tiling(task, hw))
+
+
+def needs(task: ElementwiseTask, hw: Hardware) -> list[str]:
+    return hardware_needs(task.id, hw, roles=("vector",), paths=[("global", "vector"), ("vector", "global")],
+                          vector=True)
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def reference(task: ElementwiseTask, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """fp32 from the fp16 inputs, rounded to fp16 (the vector buffer's tile)."""
+    args = [env[name].astype(np.float32) for name in task.inputs]
+    value = task.value if task.value is not None else 0.0
+    return {task.out: VECOPS[task.op].apply(args, {"scalar": value}).astype(np.float16)}
+
+
+# --------------------------------------------------------------------------- strategy
+
+#: ops the random properties draw: division and rsqrt of random [-1, 1) data, and exponentials
+#: stacked on exponentials, would test the conditioning of fp16 data, not the schedule (row
+#: reductions and attention exercise those ops)
+SAFE_OPS = tuple(op for op in OPS if op not in ("div", "div_row", "rsqrt", "exp"))
+
+
+def strategy(
+    draw, prefix: str, tensors: dict[str, Any], src: tuple[str, tuple[int, ...]] | None
+) -> dict[str, Any]:
+    """An elementwise op on ``src`` (or a fresh tensor, maybe batched) with operands of its
+    forms."""
+    from hypothesis import strategies as st
+
+    if src is None:
+        lead = draw(st.sampled_from([[], [], [2]]), label="lead")
+        shape = [*lead, draw(st.integers(1, 150), label="rows"), draw(st.integers(1, 150), label="cols")]
+        x = f"{prefix}x"
+        tensors[x] = {"shape": shape}
+    else:
+        x, shape = src[0], list(src[1])
+    op = draw(st.sampled_from(SAFE_OPS), label="op")
+    vop = VECOPS[op]
+    inputs = [x]
+    for j, form in enumerate(vop.operands[1:]):
+        name = f"{prefix}z{j}"
+        tensors[name] = {"shape": {"col": shape[-1:], "row": [*shape[:-1], 1], "full": shape}[form]}
+        inputs.append(name)
+    out = f"{prefix}o"
+    tensors[out] = {"shape": shape}
+    task: dict[str, Any] = {"id": f"{prefix}ew", "type": "elementwise", "op": op, "inputs": inputs,
+                            "out": out}
+    if vop.scalar == "required":
+        task["value"] = 0.75
+    return task
+
+
+KIND = TaskKind(
+    name="elementwise",
+    read=read,
+    to_dict=to_dict,
+    plan=plan,
+    needs=needs,
+    reference=reference,
+    strategy=strategy,
+)
