@@ -7,7 +7,9 @@ Usage::
     python benchmarks/run.py --quick    # skip the large examples (the 4096^3 GEMM, attention, FFN)
     python benchmarks/run.py --only attention.json
 
-Times are wall-clock on this machine and noisy; compare ratios within one run.
+Times are wall-clock on this machine and noisy; compare ratios within one run. The seed
+article's memory-system arguments (fusion, L1 reuse, bandwidth, unequal work) have their own
+table: ``python benchmarks/memory.py``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ EXAMPLES = [
     ("attention.json", "seed-davinci"),
     ("attention_tail.json", "seed-davinci"),
     ("ffn_layernorm.json", "seed-davinci"),
+    ("elementwise_chain_hbm.json", "seed-davinci-hbm"),
+    ("unequal_mm1000_hbm.json", "seed-davinci-hbm"),
 ]
 
 #: examples scheduled with the list scheduler alone: CP-SAT's windows on attention.json end in

@@ -61,6 +61,34 @@ def plan_tasks(tg: TaskGraph, hw: Hardware) -> tuple[Plan, ...]:
     return tuple(plans)
 
 
+def placements(tg: TaskGraph, hw: Hardware) -> dict[str, str]:
+    """Tensors placed outside the hardware's global space (TaskGraph ``space``), by name.
+
+    Raises
+    ------
+    GraphError
+        One line per tensor whose space the hardware lacks or that is on-chip (bounded): a
+        placement chooses which global memory a tensor's traffic uses, never an on-chip buffer.
+    """
+    glob = hw.role_space("global")
+    lines, out = [], {}
+    for t in tg.tensors:
+        if not t.space or t.space == glob:
+            continue
+        if not hw.has_space(t.space):
+            names = ", ".join(s.name for s in hw.spaces if s.capacity <= 0)
+            lines.append(f"tensor '{t.name}': space '{t.space}' is not a space of hardware '{hw.name}' "
+                         f"(global spaces: {names})")
+        elif hw.space(t.space).capacity > 0:
+            lines.append(f"tensor '{t.name}': space '{t.space}' is on-chip ({hw.space(t.space).capacity} B); "
+                         f"a tensor lives in an unbounded global space")
+        else:
+            out[t.name] = t.space
+    if lines:
+        raise GraphError(lines)
+    return out
+
+
 def estimate_ops(plans: Sequence[Plan]) -> int:
     """Number of ops :func:`lower` emits for ``plans`` (from shapes and tilings, no ops built)."""
     return sum(p.op_count for p in plans)
@@ -103,8 +131,11 @@ def lower(tg: TaskGraph, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUD
             f"use larger tiles, a smaller problem, or raise op_budget"
         )
     em = Builder(hw)
+    em.placement = placements(tg, hw)
     for plan in plans:
         plan.lower(em)
+    if em.problems:
+        raise GraphError([em.problems[key] for key in sorted(em.problems)])
     tensors = [Tensor(t.name, t.shape2d, t.dtype) for t in tg.tensors]
     # items by name, as the OpGraph JSON form holds them, so that the graph round-trips equal
     items = sorted(em.items, key=lambda it: it.name)

@@ -316,7 +316,7 @@ def _itemsize(dtype: str) -> int:
 TRANSFER_KINDS = ("load", "store", "move", "fixpipe")
 
 
-def _gm_space(hw: Hardware, a: Mapping[str, Any]) -> str:
+def tensor_space(hw: Hardware, a: Mapping[str, Any]) -> str:
     """The space a load reads or a store writes its tensor in: the ``space`` attribute (the
     tensor's placement), else the hardware's global space."""
     return a.get("space") or _global(hw)
@@ -329,9 +329,9 @@ def transfer_route(
     transfer kind). ``reads``/``writes`` are anything with ``space`` and ``dtype`` (items or
     :class:`ItemShape`): the one definition durations, units and link use all read."""
     if kind == "load":
-        return _gm_space(hw, a), writes[0].space, region_bytes(a["region"], writes[0].dtype)
+        return tensor_space(hw, a), writes[0].space, region_bytes(a["region"], writes[0].dtype)
     if kind == "store":
-        return reads[0].space, _gm_space(hw, a), region_bytes(a["region"], reads[0].dtype)
+        return reads[0].space, tensor_space(hw, a), region_bytes(a["region"], reads[0].dtype)
     if kind in ("move", "fixpipe"):
         return reads[0].space, writes[0].space, a["rows"] * a["cols"] * _itemsize(reads[0].dtype)
     return None
@@ -345,8 +345,8 @@ def _transfer_dur(hw, a, reads, writes, kind):
 
 def _transfer_unit(hw, a, reads, writes, kind):
     src, dst = (
-        (_gm_space(hw, a), writes[0].space) if kind == "load"
-        else (reads[0].space, _gm_space(hw, a)) if kind == "store"
+        (tensor_space(hw, a), writes[0].space) if kind == "load"
+        else (reads[0].space, tensor_space(hw, a)) if kind == "store"
         else (reads[0].space, writes[0].space)
     )
     return _path_unit(hw, src, dst)

@@ -101,7 +101,7 @@ def _task_dependencies(tasks: tuple[Task, ...] | list[Task]) -> nx.DiGraph:
 
 
 _TOP_KEYS = ("format", "version", "tensors", "tasks")
-_TENSOR_KEYS = ("shape", "dtype")
+_TENSOR_KEYS = ("shape", "dtype", "space")
 
 
 def taskgraph_from_dict(data: Any, where: str = "<taskgraph>") -> TaskGraph:
@@ -198,7 +198,8 @@ def _read_tensors(data: Mapping[str, Any], where: str, pr: Problems) -> tuple[li
                 f"{w}: dtype {dtype!r} is not supported (version {VERSION} computes in "
                 f"{', '.join(DTYPES)} with fp32 accumulation)"
             )
-        out.append(TensorDecl(name, tuple(shape), dtype))
+        space = get_str(body, "space", w, pr, default="")
+        out.append(TensorDecl(name, tuple(shape), dtype, space))
     return out, bad_shapes
 
 
@@ -272,9 +273,16 @@ def taskgraph_to_dict(tg: TaskGraph) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "version": VERSION,
-        "tensors": {t.name: {"shape": list(t.shape), "dtype": t.dtype} for t in tg.tensors},
+        "tensors": {t.name: _tensor_dict(t) for t in tg.tensors},
         "tasks": [kind_of(t).to_dict(t) for t in tg.tasks],
     }
+
+
+def _tensor_dict(t: TensorDecl) -> dict[str, Any]:
+    out: dict[str, Any] = {"shape": list(t.shape), "dtype": t.dtype}
+    if t.space:  # absent means the global space: graphs without placements keep their text
+        out["space"] = t.space
+    return out
 
 
 def dumps_taskgraph(tg: TaskGraph) -> str:

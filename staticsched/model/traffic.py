@@ -2,8 +2,9 @@
 
 A ``load`` reads its GM region, a ``store`` writes its region; the bytes are the region's
 elements times the tensor's element size. A transfer's path is (the tensor's space, the item's
-space) for a load and (item space, tensor space) for a store, and it crosses every link of
-the hardware that carries that path.
+space) for a load and (item space, tensor space) for a store, the tensor's space being the one
+the transfer names (:func:`~staticsched.model.opkinds.tensor_space`: a placement, else the
+global space), and it crosses every link of the hardware that carries that path.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import attrs
 
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.model.opgraph import OpGraph
+from staticsched.model.opkinds import tensor_space
 
 
 @attrs.frozen
@@ -49,7 +51,7 @@ def gm_traffic(graph: OpGraph, hw: Hardware) -> Traffic:
         t = tensors.get(name)
         elem = DTYPE_BYTES.get(t.dtype, 2) if t is not None else 2
         nbytes = (r1 - r0) * (c1 - c0) * elem
-        gm_space = getattr(t, "space", "GM") if t is not None else "GM"
+        gm_space = tensor_space(hw, a)
         if op.kind == "load":
             per_tensor.setdefault(name, [0, 0])[0] += nbytes
             item = items.get(op.writes[0]) if op.writes else None

@@ -38,6 +38,9 @@ class TensorDecl:
     name: str
     shape: tuple[int, ...] = attrs.field(converter=tuple)
     dtype: str = "float16"
+    #: the memory space the tensor lives in; "" is the hardware's ``global`` space (e.g. an
+    #: intermediate placed in "HBM" pays that link's bandwidth when written and read back)
+    space: str = ""
 
     @property
     def rank(self) -> int:
@@ -160,6 +163,8 @@ class TilingInfo:
     per_core: tuple[int, int] = attrs.field(converter=tuple)
     what: str = ""
     combine: str = ""
+    #: a matmul's L1 reuse steps ``(step_m, step_n)``; ``()`` when the kind has none or both are 1
+    steps: tuple[int, ...] = attrs.field(converter=tuple, default=())
 
     def text(self) -> str:
         size = "/".join(map(str, self.base)) if self.kind == "matmul" else "x".join(map(str, self.base))
@@ -167,8 +172,10 @@ class TilingInfo:
         lo, hi = self.per_core
         per = f"{lo}" if lo == hi else f"{lo}-{hi}"
         combine = f", rows reduced {self.combine}" if self.combine else ""
+        steps = f", L1 reuse step m x n {self.steps[0]}x{self.steps[1]}" if self.steps else ""
+        unit = "groups of blocks" if self.steps else "blocks"
         return (f"{self.task}: {self.kind} {what} {size} ({'derived' if self.derived else 'given'}), "
-                f"{'double' if self.buffers == 2 else 'single'} buffered, {self.blocks} blocks, "
+                f"{'double' if self.buffers == 2 else 'single'} buffered{steps}, {self.blocks} {unit}, "
                 f"{per} per core{combine}")
 
     def as_dict(self) -> dict[str, Any]:
@@ -183,6 +190,8 @@ class TilingInfo:
         }
         if self.combine:
             out["combine"] = self.combine
+        if self.steps:
+            out["steps"] = list(self.steps)
         return out
 
 

@@ -68,6 +68,10 @@ class Builder:
         self.stores: dict[str, StoreGrid] = {}
         self.next_core = 0
         self._roles: dict[str, str] = {}
+        #: tensors placed outside the global space (TaskGraph ``space``), by name
+        self.placement: dict[str, str] = {}
+        #: transfers a placement asks for that the hardware has no path for, one line each
+        self.problems: dict[tuple[str, str, str], str] = {}
 
     # ------------------------------------------------------------------ cores
     def core_of(self, block: int, first_core: int) -> int:
@@ -140,13 +144,34 @@ class Builder:
         attrs_: dict[str, Any] = {"tensor": tensor, "region": region}
         if transpose:
             attrs_["transpose"] = True
+        self._place(attrs_, tensor, dst, to_chip=True)
         grid = self.stores.get(tensor)
         deps = grid.intersecting(region) if grid is not None else []
         self.op(op_id, "load", core, (), (dst,), attrs_, deps)
 
     def store(self, op_id: str, core: int, src: str, tensor: str, region: Region) -> None:
-        self.op(op_id, "store", core, (src,), (), {"tensor": tensor, "region": region})
+        attrs_: dict[str, Any] = {"tensor": tensor, "region": region}
+        self._place(attrs_, tensor, src, to_chip=False)
+        self.op(op_id, "store", core, (src,), (), attrs_)
         self.stores[tensor].add(region, op_id)
+
+    def _place(self, attrs_: dict[str, Any], tensor: str, item: str, *, to_chip: bool) -> None:
+        """Name the space of a placed tensor on its transfer (``space``), when the hardware
+        has the path; a missing path becomes one problem line (the transfer keeps the global
+        space so that building goes on and every problem is found)."""
+        space = self.placement.get(tensor)
+        if not space:
+            return
+        on_chip = self.shapes[item].space
+        src, dst = (space, on_chip) if to_chip else (on_chip, space)
+        if self.hw.has_path(src, dst):
+            attrs_["space"] = space
+            return
+        self.problems.setdefault(
+            (tensor, src, dst),
+            f"tensor '{tensor}' (space '{space}'): hardware '{self.hw.name}' has no transfer path "
+            f"{src}->{dst} in [[paths]]",
+        )
 
     def move(self, op_id: str, core: int, src: str, dst: str, rows: int, cols: int) -> None:
         self.op(op_id, "move", core, (src,), (dst,), {"rows": rows, "cols": cols})

@@ -69,21 +69,34 @@ REDUCTION_OPS = tuple(name for name, rop in ROWOPS.items() if rop.out == "full")
 
 _KEYS = ("id", "type", "a", "b", "out", "transpose_a", "transpose_b", "epilogue", "tiling")
 _STEP_KEYS = ("op", "tensor", "value", "gamma", "beta", "eps")
-_TILING_KEYS = ("base_m", "base_n", "base_k", "double_buffer")
+_TILING_KEYS = ("base_m", "base_n", "base_k", "double_buffer", "step_m", "step_n")
 
 
 @attrs.frozen
 class Tiling:
-    """Base tile sizes of a matmul; ``double_buffer`` reserves room for two of every tile."""
+    """Base tile sizes of a matmul; ``double_buffer`` reserves room for two of every tile.
+
+    ``step_m x step_n`` output blocks form a group that one core computes together, K step by
+    K step (Ascend's ``TCubeTiling`` ``stepM``/``stepN``): one A tile load in L1 serves the
+    ``step_n`` blocks of its row, one B tile load the ``step_m`` blocks of its column, at the
+    price of ``step_m * step_n`` accumulators and ``step_m + step_n`` operand tiles live at once.
+    """
 
     base_m: int
     base_n: int
     base_k: int
     double_buffer: bool = True
+    step_m: int = 1
+    step_n: int = 1
 
     @property
     def buffers(self) -> int:
         return 2 if self.double_buffer else 1
+
+    @property
+    def reuses(self) -> bool:
+        """Whether blocks are grouped (some step above 1)."""
+        return self.step_m * self.step_n > 1
 
 
 @attrs.frozen
@@ -332,9 +345,10 @@ def read_tiling(body: Mapping[str, Any], w: str, pr: Problems) -> Tiling | None:
     before = len(pr.lines)
     sizes = [get_int(raw, key, tw, pr, minimum=1) for key in ("base_m", "base_n", "base_k")]
     double_buffer = get_bool(raw, "double_buffer", tw, pr, default=True)
+    step_m, step_n = (get_int(raw, key, tw, pr, minimum=1, default=1) for key in ("step_m", "step_n"))
     if len(pr.lines) > before:
         return None
-    return Tiling(*sizes, double_buffer=double_buffer)
+    return Tiling(*sizes, double_buffer=double_buffer, step_m=step_m, step_n=step_n)
 
 
 def step_to_dict(step: EpilogueStep) -> dict[str, Any]:
@@ -367,6 +381,9 @@ def to_dict(task: MatmulTask) -> dict[str, Any]:
             "base_k": task.tiling.base_k,
             "double_buffer": task.tiling.double_buffer,
         }
+        for key in ("step_m", "step_n"):  # 1 (no L1 reuse) stays out, as before steps existed
+            if getattr(task.tiling, key) != 1:
+                out["tiling"][key] = getattr(task.tiling, key)
     return out
 
 
@@ -401,7 +418,13 @@ _FORM_TERMS = {
 
 
 def matmul_requirements(
-    task: MatmulTask, base_m: int, base_n: int, base_k: int, buffers: int, hw: Hardware | None = None
+    task: MatmulTask,
+    base_m: int,
+    base_n: int,
+    base_k: int,
+    buffers: int,
+    hw: Hardware | None = None,
+    steps: tuple[int, int] = (1, 1),
 ) -> tuple[Requirement, ...]:
     """The bytes a matmul tiling needs in each on-chip role, with the arithmetic spelled out.
 
@@ -415,8 +438,16 @@ def matmul_requirements(
         Copies of every tile (2 with double buffering).
     hw
         Names the spaces playing the roles (the default names without it).
+    steps
+        ``(step_m, step_n)``: a group's accumulators (``step_m * step_n`` blocks) and operand
+        tiles (``step_m`` A tiles, ``step_n`` B tiles per K step) are live together.
     """
     e, acc, b = ELEM_BYTES, ACC_BYTES, buffers
+    sm, sn = steps
+    # the factors only appear when a step is above 1, so messages without L1 reuse keep their text
+    acc_t, acc_f = ("step_m*step_n*", f"{sm}*{sn}*") if sm * sn > 1 else ("", "")
+    a_t, a_f = ("step_m*", f"{sm}*") if sm > 1 else ("", "")
+    b_t, b_f = ("step_n*", f"{sn}*") if sn > 1 else ("", "")
     bt = buffers_text(buffers)
     # the vector buffer holds the fp16 output block and one tile per epilogue operand; with a
     # row reduction, the whole row panel (N padded to the fractal), the reductions' gamma/beta
@@ -466,16 +497,16 @@ def matmul_requirements(
         ),
         Requirement(
             name("accumulator"),
-            f"base_m*base_n*{acc} B*{bt}",
-            f"{base_m}*{base_n}*{acc}*{b}",
-            base_m * base_n * acc * b,
+            f"{acc_t}base_m*base_n*{acc} B*{bt}",
+            f"{acc_f}{base_m}*{base_n}*{acc}*{b}",
+            sm * sn * base_m * base_n * acc * b,
             "accumulator",
         ),
         Requirement(
             name("operand"),
-            f"(base_m*base_k + base_k*base_n)*{e} B*{bt}",
-            f"({base_m}*{base_k} + {base_k}*{base_n})*{e}*{b}",
-            (base_m * base_k + base_k * base_n) * e * b,
+            f"({a_t}base_m*base_k + {b_t}base_k*base_n)*{e} B*{bt}",
+            f"({a_f}{base_m}*{base_k} + {b_f}{base_k}*{base_n})*{e}*{b}",
+            (sm * base_m * base_k + sn * base_k * base_n) * e * b,
             "operand",
         ),
         Requirement(
@@ -523,8 +554,21 @@ def check_tiling(task: MatmulTask, tiling: Tiling, hw: Hardware) -> None:
                 f"(the Cube works on whole {fractal[0]}x{fractal[1]}x{fractal[2]} fractals; "
                 f"only tails are padded)"
             )
+    for key, step, dim, base in (("step_m", tiling.step_m, task.m, tiling.base_m),
+                                 ("step_n", tiling.step_n, task.n, tiling.base_n)):
+        count = math.ceil(dim / base)
+        if step > count:
+            axis = key[-1].upper()
+            pr.add(f"task '{task.id}': tiling {key} = {step} exceeds the {count} blocks along "
+                   f"{axis} ({axis} = {dim}, base_{key[-1]} = {base})")
+    if tiling.reuses and task.reduces:
+        pr.add(
+            f"task '{task.id}': tiling step_m x step_n = {tiling.step_m}x{tiling.step_n}, but a row "
+            f"reduction in the epilogue makes a whole row panel the unit of work; use steps 1x1"
+        )
     pr.raise_if_any(TilingError)
-    for req in matmul_requirements(task, tiling.base_m, tiling.base_n, tiling.base_k, tiling.buffers, hw):
+    t = tiling
+    for req in matmul_requirements(task, t.base_m, t.base_n, t.base_k, t.buffers, hw, (t.step_m, t.step_n)):
         cap = capacity(hw, req.role)
         if cap is not None and req.bytes > cap:
             pr.add(f"task '{task.id}': {req.formula} = {req.factors} = {req.bytes} B > {req.space} {cap} B")
@@ -618,34 +662,44 @@ class MatmulPlan:
         return self.task.batches * len(self.m_spans)
 
     @property
-    def blocks(self) -> int:
-        """Units of work on cores: output blocks, or row panels when the epilogue reduces rows."""
-        return self.panels if self.task.reduces else self.panels * len(self.n_spans)
+    def groups(self) -> tuple[tuple[int, int], ...]:
+        """Per batch element, the ``(first M span, first N span)`` of each group of
+        ``step_m x step_n`` blocks (clipped at the grid's edges), row-major."""
+        t = self.tiling
+        return tuple((mi, ni) for mi in range(0, len(self.m_spans), t.step_m)
+                     for ni in range(0, len(self.n_spans), t.step_n))
 
     @property
-    def ops_per_block(self) -> int:
-        """Ops of one output block: 5 per K step (2 loads, 2 moves, mmad); fixpipe, store; per
-        elementwise epilogue step one vec and, when it has a tensor operand, one load."""
-        k_steps = math.ceil(self.task.k / self.tiling.base_k)
-        epilogue = sum(2 if s.tensor else 1 for s in self.task.epilogue if not s.reduces)
-        return 5 * k_steps + 2 + epilogue
+    def blocks(self) -> int:
+        """Units of work on cores: groups of output blocks (one block without L1 reuse), or
+        row panels when the epilogue reduces rows."""
+        return self.panels if self.task.reduces else self.task.batches * len(self.groups)
 
     @property
     def op_count(self) -> int:
-        nb = len(self.n_spans)
+        """Per group and K step: a load per A and B tile, a move per A tile, a move and an
+        mmad per block; per block a fixpipe, a store, and per elementwise epilogue step one vec
+        and, with a tensor operand, one load; the row reductions' ops per panel."""
+        t, nm, nb = self.tiling, len(self.m_spans), len(self.n_spans)
+        k_steps = math.ceil(self.task.k / t.base_k)
+        epilogue = sum(2 if s.tensor else 1 for s in self.task.epilogue if not s.reduces)
+        ops = 0
+        for mi, ni in self.groups:
+            gm, gn = min(t.step_m, nm - mi), min(t.step_n, nb - ni)
+            ops += k_steps * (2 * gm + gn + 2 * gm * gn) + gm * gn * (2 + epilogue)
         per_panel = 0
         for s in self.task.epilogue:
             if s.reduces:
                 params = {"gamma": s.gamma, "beta": s.beta}
                 per_panel += ROWOPS[s.op].count_resident(nb, params) + nb * len(s.tensors)
-        return self.panels * (nb * self.ops_per_block + per_panel)
+        return self.task.batches * ops + self.panels * per_panel
 
     def info(self, hw: Hardware) -> TilingInfo:
         t = self.tiling
         combine = ROWOPS[REDUCTION_OPS[0]].resident_combine(len(self.n_spans)) if self.task.reduces else ""
         return TilingInfo(self.task.id, "matmul", (t.base_m, t.base_n, t.base_k), t.buffers,
                           self.task.tiling is None, self.blocks, per_core(self.blocks, hw.cores),
-                          combine=combine)
+                          combine=combine, steps=(t.step_m, t.step_n) if t.reuses else ())
 
     def lower(self, em: Builder) -> None:
         task, hw = self.task, em.hw
@@ -658,21 +712,25 @@ class MatmulPlan:
         first_core = em.start_task(self.blocks)
         a_rows = k if task.transpose_a else m
         b_rows = n if task.transpose_b else k
-        nb = 0
+        t, nm, nn = self.tiling, len(m_spans), len(n_spans)
+        panel: list[_Tile] = []
         for bi in range(task.batches):
             a_off = task.operand_index(task.a_lead, bi) * a_rows
             b_off = task.operand_index(task.b_lead, bi) * b_rows
             o_off = bi * m
-            for mi, (m0, m1) in enumerate(m_spans):
-                panel = []
-                pi = bi * len(m_spans) + mi
-                for n0, n1 in n_spans:
-                    core = em.core_of(pi if task.reduces else nb, first_core)
-                    panel.append(self._block(em, nb, core, (m0, m1), (n0, n1), k_spans,
-                                             (a_off, b_off, o_off), (fm, fn, fk)))
-                    nb += 1
-                if task.reduces:
-                    self._panel(em, pi, panel)
+            for gi, (mi0, ni0) in enumerate(self.groups):
+                # block numbers are row-major over (batch, M, N) whatever the grouping
+                grid = [[((bi * nm + mi) * nn + ni, m_spans[mi], n_spans[ni])
+                         for ni in range(ni0, min(ni0 + t.step_n, nn))]
+                        for mi in range(mi0, min(mi0 + t.step_m, nm))]
+                pi = bi * nm + mi0
+                core = em.core_of(pi if task.reduces else bi * len(self.groups) + gi, first_core)
+                tiles = self._group(em, grid, core, k_spans, (a_off, b_off, o_off), (fm, fn, fk))
+                if task.reduces:  # steps are 1x1 (check_tiling): the panel's blocks come in order
+                    panel.extend(tiles)
+                    if ni0 + 1 == nn:
+                        self._panel(em, pi, panel)
+                        panel = []
 
     def _panel(self, em: Builder, pi: int, blocks: list[_Tile]) -> None:
         """The epilogue of one row panel whose blocks are all in the vector buffer: each row
@@ -701,38 +759,63 @@ class MatmulPlan:
         for t in blocks:
             t.store(em)
 
-    def _block(self, em: Builder, b: int, core: int, ms: tuple[int, int], ns: tuple[int, int],
+    def _group(self, em: Builder, grid: list[list[tuple[int, tuple[int, int], tuple[int, int]]]], core: int,
                k_spans: Sequence[tuple[int, int]], offs: tuple[int, int, int],
-               fractal: tuple[int, int, int]) -> _Tile:
+               fractal: tuple[int, int, int]) -> list[_Tile]:
+        """A group of blocks (``grid[i][j]`` = block number, M span, N span), K step by K step:
+        each A tile is loaded once for its grid row and each B tile once for its column (named
+        after the row's first and the column's first block, so a 1x1 group names everything
+        after its block); then each block's epilogue in row-major order."""
         task = self.task
         fm, fn, fk = fractal
-        (m0, m1), (n0, n1) = ms, ns
-        a_off, b_off, o_off = offs
-        p = f"{task.id}.b{b}"
-        pm, pn = round_up(m1 - m0, fm), round_up(n1 - n0, fn)
-        l0c = em.item(f"{p}.l0c", "accumulator", FP32, (pm, pn))
-        rows, cols = m1 - m0, n1 - n0
+        a_off, b_off, _ = offs
+        p = [[f"{task.id}.b{b}" for b, _, _ in row] for row in grid]
+        pad_m = [round_up(ms[1] - ms[0], fm) for _, ms, _ in (row[0] for row in grid)]
+        pad_n = [round_up(ns[1] - ns[0], fn) for _, _, ns in grid[0]]
+        l0c = [[em.item(f"{p[i][j]}.l0c", "accumulator", FP32, (pad_m[i], pad_n[j]))
+                for j in range(len(grid[0]))] for i in range(len(grid))]
         for s, (k0, k1) in enumerate(k_spans):
-            q = f"{p}.k{s}"
-            pk = round_up(k1 - k0, fk)
-            l1a = em.item(f"{q}.l1a", "operand", FP16, (pm, pk))
-            l1b = em.item(f"{q}.l1b", "operand", FP16, (pk, pn))
-            l0a = em.item(f"{q}.l0a", "cube_a", FP16, (pm, pk))
-            l0b = em.item(f"{q}.l0b", "cube_b", FP16, (pk, pn))
-            if task.transpose_a:
-                region = ((a_off + k0, a_off + k1), (m0, m1))
-                em.load(f"{q}.load_a", core, l1a, task.a, region, transpose=True)
-            else:
-                em.load(f"{q}.load_a", core, l1a, task.a, ((a_off + m0, a_off + m1), (k0, k1)))
-            if task.transpose_b:
-                region = ((b_off + n0, b_off + n1), (k0, k1))
-                em.load(f"{q}.load_b", core, l1b, task.b, region, transpose=True)
-            else:
-                em.load(f"{q}.load_b", core, l1b, task.b, ((b_off + k0, b_off + k1), (n0, n1)))
-            depth = k1 - k0
-            em.move(f"{q}.move_a", core, l1a, l0a, rows, depth)
-            em.move(f"{q}.move_b", core, l1b, l0b, depth, cols)
-            em.mmad(f"{q}.mmad", core, l0a, l0b, l0c, rows, cols, depth, s == 0)
+            pk, depth = round_up(k1 - k0, fk), k1 - k0
+            l1a = []
+            for i, row in enumerate(grid):
+                (m0, m1), q = row[0][1], f"{p[i][0]}.k{s}"
+                l1a.append(em.item(f"{q}.l1a", "operand", FP16, (pad_m[i], pk)))
+                if task.transpose_a:
+                    em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + k0, a_off + k1), (m0, m1)),
+                            transpose=True)
+                else:
+                    em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + m0, a_off + m1), (k0, k1)))
+            l1b = []
+            for j, (_, _, (n0, n1)) in enumerate(grid[0]):
+                q = f"{p[0][j]}.k{s}"
+                l1b.append(em.item(f"{q}.l1b", "operand", FP16, (pk, pad_n[j])))
+                if task.transpose_b:
+                    em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + n0, b_off + n1), (k0, k1)),
+                            transpose=True)
+                else:
+                    em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + k0, b_off + k1), (n0, n1)))
+            for i, row in enumerate(grid):
+                q = f"{p[i][0]}.k{s}"
+                rows = row[0][1][1] - row[0][1][0]
+                l0a = em.item(f"{q}.l0a", "cube_a", FP16, (pad_m[i], pk))
+                em.move(f"{q}.move_a", core, l1a[i], l0a, rows, depth)
+                for j, (_, _, (n0, n1)) in enumerate(row):
+                    q = f"{p[i][j]}.k{s}"
+                    l0b = em.item(f"{q}.l0b", "cube_b", FP16, (pk, pad_n[j]))
+                    em.move(f"{q}.move_b", core, l1b[j], l0b, depth, n1 - n0)
+                    em.mmad(f"{q}.mmad", core, l0a, l0b, l0c[i][j], rows, n1 - n0, depth, s == 0)
+        return [self._epilogue(em, p[i][j], core, ms, ns, offs, l0c[i][j], (pad_m[i], pad_n[j]))
+                for i, row in enumerate(grid) for j, (_, ms, ns) in enumerate(row)]
+
+    def _epilogue(self, em: Builder, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int],
+                  offs: tuple[int, int, int], l0c: str, pads: tuple[int, int]) -> _Tile:
+        """One block's epilogue operands, fixpipe and elementwise steps, and its store (unless
+        a row reduction waits for the whole panel)."""
+        task = self.task
+        (m0, m1), (n0, n1) = ms, ns
+        o_off = offs[2]
+        pm, pn = pads
+        rows, cols = m1 - m0, n1 - n0
         ub = em.item(f"{p}.ub", "vector", FP16, (pm, pn))
         operands: dict[int, str] = {}
         out_rows = (o_off + m0, o_off + m1)
@@ -855,7 +938,8 @@ def strategy(
 ) -> dict[str, Any]:
     """A matmul with tails: shapes 1-150, optional batch (a 2-D ``b`` broadcast or a batched
     one), either transpose, an epilogue of up to 3 steps of any operand form or a row
-    reduction, an optional explicit tiling. With ``src`` it multiplies that ``[..., M, K]``."""
+    reduction, an optional explicit tiling with L1 reuse steps. With ``src`` it multiplies
+    that ``[..., M, K]``."""
     from hypothesis import strategies as st
 
     if src is not None:
@@ -900,6 +984,10 @@ def strategy(
     if draw(st.booleans(), label="explicit tiling"):
         base = draw(st.sampled_from([16, 32, 64]), label="base")
         task["tiling"] = {"base_m": base, "base_n": base, "base_k": base}
+        reduces = any(s["op"] in ROWOPS for s in epilogue)
+        if not reduces:  # L1 reuse groups, clipped to the block grid (check_tiling refuses more)
+            task["tiling"]["step_m"] = min(draw(st.integers(1, 3), label="step_m"), -(-m // base))
+            task["tiling"]["step_n"] = min(draw(st.integers(1, 3), label="step_n"), -(-n // base))
     return task
 
 

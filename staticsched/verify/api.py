@@ -23,7 +23,7 @@ from staticsched.model.program import Program
 from staticsched.verify import numeric as numreplay
 from staticsched.verify.conformance import conformance_findings
 from staticsched.verify.cost import cost_findings
-from staticsched.verify.dataflow import dataflow_findings
+from staticsched.verify.dataflow import dataflow_findings, tensor_space_findings
 from staticsched.verify.flags import double_set_findings, static_flag_findings
 from staticsched.verify.hb import flags_pass, race_findings, timed_pass
 from staticsched.verify.index import OP, SET, WAIT, ProgramIndex
@@ -144,6 +144,7 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
             found["flag"].extend(reuse)
         found["race"].extend(race_findings(ix, det, rep))
         found["dataflow"].extend(dataflow_findings(ix, df, rep))
+        found["dataflow"].extend(tensor_space_findings(ix))
 
         cost, extents = clock.run("cost", cost_findings, ix)
         found["cost"].extend(cost)

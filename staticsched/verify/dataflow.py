@@ -112,3 +112,40 @@ def dataflow_findings(
                 )
             )
     return out
+
+
+def tensor_space_findings(ix: ProgramIndex) -> list[Finding]:
+    """A GM tensor lives in one global space: every load and store of it names the same
+    ``space`` (absent: the hardware's global space), and that space is unbounded.
+
+    One ``space_mismatch`` per tensor whose transfers disagree (the first transfer that differs
+    from the tensor's first one) and one ``not_global`` per transfer naming an on-chip or
+    unknown space: either would let a placement's link traffic be dropped or invented."""
+    hw = ix.hw
+    glob = hw.role_space("global") or "GM"
+    first: dict[str, tuple[str, int]] = {}
+    out: list[Finding] = []
+    for gid in range(ix.n):
+        ins = ix.instr[gid]
+        if ix.role[gid] != OP or ins.kind not in ("load", "store"):
+            continue
+        a = dict(ins.attrs)
+        tensor = a.get("tensor")
+        if not isinstance(tensor, str):
+            continue
+        space = a.get("space") or glob
+        if not hw.has_space(space) or hw.space(space).capacity > 0:
+            what = "is not a space of the hardware" if not hw.has_space(space) else "is on-chip"
+            out.append(Finding("dataflow", "not_global",
+                               f"{ix.describe(gid)}: tensor '{tensor}' in space '{space}', which {what}; "
+                               f"a tensor lives in an unbounded global space",
+                               ops=(ix.op_label(gid),), core=ix.core_of(gid)))
+            continue
+        seen = first.setdefault(tensor, (space, gid))
+        if seen[0] != space and seen[1] != -1:
+            out.append(Finding("dataflow", "space_mismatch",
+                               f"tensor '{tensor}': {ix.describe(gid)} names space '{space}' but "
+                               f"{ix.describe(seen[1])} names '{seen[0]}'; a tensor lives in one space",
+                               ops=(ix.op_label(gid), ix.op_label(seen[1])), core=ix.core_of(gid)))
+            first[tensor] = (seen[0], -1)  # one finding per tensor
+    return out
