@@ -31,6 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from run import utilisation  # noqa: E402
 
 from staticsched.api import as_opgraph, compile_graph  # noqa: E402
 from staticsched.model.hardware import load_hardware  # noqa: E402
@@ -47,16 +50,6 @@ def _graph(name: str, tiling: dict | None = None) -> TaskGraph:
     if tiling is not None:
         data["tasks"][0]["tiling"] = tiling
     return taskgraph_from_dict(data, name)
-
-
-def utilisation(schedule, unit: str) -> float:
-    """Busy fraction of ``unit`` over the makespan, mean over the cores that have ops."""
-    busy: dict[int, int] = {}
-    for t in schedule.ops:
-        busy.setdefault(t.core, 0)
-        if t.unit == unit:
-            busy[t.core] += t.end - t.start
-    return sum(busy.values()) / len(busy) / schedule.makespan
 
 
 def run(label: str, graph: TaskGraph, hw_name: str, args: argparse.Namespace, **kw) -> dict:
