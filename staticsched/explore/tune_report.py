@@ -91,7 +91,12 @@ class Tuned:
         hw = self.best.schedule.hw
         name = Path(self.source).name if self.source else "graph"
         legal = ", ".join(f"{t} {n} legal tilings" for t, n in self.legal)
-        return tune_picture(self.rows, f"{name} on {hw.name}: {legal}")
+        title = f"{name} on {hw.name}: {legal}"
+        best, base = self.best_row, self.baseline_row
+        if best is not None and base is not None and base.makespan is not None:
+            title += (f"\nbest {best.label} {best.makespan} cycles; baseline {base.label} "
+                      f"{base.makespan} cycles")
+        return tune_picture(self.rows, title)
 
     def files(self) -> dict[str, str | bytes]:
         """``tune.csv``, ``tune.png`` and ``tuned.json`` (the graph with the best tilings)."""
