@@ -218,3 +218,32 @@ def test_tune_beats_the_hand_tiling_of_the_awkward_gemm():
     assert tuned.best.schedule.makespan <= 5759
     assert tuned.baseline_row.tiling == Tiling(128, 128, 128, double_buffer=True)
     assert len(tuned.rows) == 7453
+
+
+def test_l1_reuse_steps_are_enumerated_when_the_tiling_has_them(monkeypatch):
+    # the L1-reuse work adds step_m/step_n to the matmul tiling; until then, a stand-in
+    import staticsched.tasks.matmul as matmul
+    from staticsched.explore.space import tiling_label
+
+    @attrs.frozen
+    class StepTiling(matmul.Tiling):
+        step_m: int = 1
+        step_n: int = 1
+
+    monkeypatch.setattr(matmul, "Tiling", StepTiling)
+    tg = taskgraph_from_dict(SMALL)
+    task = tg.tasks[0]
+    found = candidates(task, HW)
+    steps = {(t.step_m, t.step_n) for t in found}
+    assert (1, 1) in steps and (2, 1) in steps and (4, 4) in steps
+    assert all(legal(task, t, HW) for t in found)
+    assert count_candidates(task, HW) == (len(found), True)
+    # 64 rows in 4 blocks of 16: steps 1, 2, 4; one block of 48 columns: step 1 only
+    narrow = {(t.step_m, t.step_n) for t in found if (t.base_m, t.base_n) == (16, 48)}
+    assert narrow == {(1, 1), (2, 1), (4, 1)}
+    # the cheap bound charges a block its share of a reused load: still below the solver's
+    # bound of a lowering that reuses nothing
+    bounds = MatmulBounds(task, HW)
+    for t in found[:: max(1, len(found) // 10)]:
+        assert bound_of([bounds.work(t)], HW.cores) <= solver_bound(lower(_with(tg, t), HW), HW)[0]
+    assert tiling_label(StepTiling(64, 48, 80, step_m=2, step_n=1)) == "64/48/80 s2x1"
