@@ -16,10 +16,10 @@ import pytest
 import staticsched
 from staticsched.cli import main
 from staticsched.errors import InputError
+from staticsched.explore.bounds import bound_of, memory_bound, solver_bound
 from staticsched.explore.space import candidates, count_candidates, legal
-from staticsched.explore.tune import solver_bound
 from staticsched.explore.tune_report import TUNE_FILES
-from staticsched.explore.workbound import MatmulBounds, bound_of, memory_bound
+from staticsched.explore.workbound import MatmulBounds
 from staticsched.model.hardware import load_hardware
 from staticsched.model.lowering import lower
 from staticsched.model.taskgraph import taskgraph_from_dict

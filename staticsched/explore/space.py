@@ -44,7 +44,7 @@ class KindSpace:
     """How to search one kind's tilings: ``tilings(task, hw, ok)`` yields candidates in a fixed
     order, asking ``ok(tiling)`` whether the kind accepts one (only to find where loops stop
     unless ``check_each``); ``bounds(task, hw)`` gives an object whose ``work(tiling)`` is a
-    :class:`~staticsched.explore.workbound.Work`."""
+    :class:`~staticsched.explore.bounds.Work`."""
 
     tilings: Callable[..., Iterator[Any]]
     bounds: Callable[..., Any]

@@ -30,15 +30,14 @@ import heapq
 import time
 import traceback
 from collections.abc import Callable
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from staticsched.errors import StaticschedError
+from staticsched.explore.bounds import bound_of, fixed_work, solver_bound
 from staticsched.explore.space import SPACES, candidates, tiling_label, used_tiling
-from staticsched.explore.workbound import Work, bound_of, link_cycles, memory_bound
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.taskgraph import TaskGraph
@@ -131,37 +130,6 @@ def run_job(job: Job) -> dict[str, Any]:
     return out
 
 
-def solver_bound(og: OpGraph, hw: Hardware) -> tuple[int, str]:
-    """The lower bound the solver computes for the lowered graph ``og`` on ``hw``, raised by
-    the memory bound (:func:`~staticsched.explore.workbound.memory_bound`), and its source
-    (``pipe 3:CUBE``, ``critical_path``, ``link L2``, ``memory L0B core 0``)."""
-    from staticsched.solver.problem import build_problems
-    from staticsched.solver.solve import chip_lower_bound
-
-    value, source, _ = chip_lower_bound(og, hw, build_problems(og, hw))
-    memory, where = memory_bound(og, hw)
-    return (memory, where) if memory > value else (value, source)
-
-
-def _totals(og: OpGraph, hw: Hardware, task_ids: set[str]) -> Work:
-    """Chip-wide cycles per pipe, and bytes per shared link, of the ops the tasks ``task_ids``
-    lowered to in ``og`` (op ids start with their task's id and a dot)."""
-    from staticsched.model.opkinds import transfer_route
-
-    ids = sorted(task_ids, key=len, reverse=True)
-    items = {it.name: it for it in og.items}
-    total: dict[str, int] = {}
-    moves = []
-    for op in og.ops:
-        if any(op.id.startswith(f"{t}.") for t in ids):
-            total[op.unit] = total.get(op.unit, 0) + op.duration
-            route = transfer_route(hw, op.kind, op.attr, [items[n] for n in op.reads],
-                                   [items[n] for n in op.writes])
-            if route is not None:
-                moves.append(route)
-    return Work((), [(u, Fraction(v)) for u, v in sorted(total.items())], link_cycles(hw, moves))
-
-
 class Search:
     """The state of one tuning run: rows, the best result, and how to run schedules."""
 
@@ -238,7 +206,7 @@ class Search:
         og = self._exact(inc) if inc is not None else None
         fixed = [self.bounds[t.id].work(self.current[t.id]) for t in self.tasks if t.id != task.id]
         if og is not None:
-            fixed.append(_totals(og, hw, {t.id for t in self.tg.tasks} - {t.id for t in self.tasks}))
+            fixed.append(fixed_work(og, hw, {t.id for t in self.tg.tasks} - {t.id for t in self.tasks}))
         queue = []
         for r in self.rows[first:]:
             r.work_bound = bound_of([self.bounds[task.id].work(r.tiling), *fixed], hw.cores)

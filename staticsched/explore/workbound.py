@@ -17,8 +17,8 @@ lowered graph (:func:`staticsched.solver.solve.chip_lower_bound`):
 * **memory**, per space: a tile taking more than half of a bounded space cannot be live next to
   another such tile, so on each core the lives of those tiles (at least their writer and
   reader) follow one another. This is what a single-buffered tiling pays, and what the
-  solver's bound, which ignores memory, misses (:func:`memory_bound` is the same argument on a
-  lowered graph).
+  solver's bound, which ignores memory, misses
+  (:func:`~staticsched.explore.bounds.memory_bound` is the same argument on a lowered graph).
 * **chip-wide**, for each pipe: the cycles all units need together, which some core must do at
   least a ``1 / cores`` share of (this adds up over the tasks of a graph); per shared link,
   the bytes of every GM load and store at its whole bandwidth.
@@ -32,7 +32,6 @@ against the solver's bound of the lowered graphs.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from fractions import Fraction
@@ -41,6 +40,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from staticsched.explore.bounds import Work, link_cycles
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.model.opkinds import KINDS as OPKINDS
 from staticsched.model.opkinds import ItemShape, item_shape
@@ -48,49 +48,6 @@ from staticsched.model.vecops import VECOPS
 from staticsched.tasks.base import round_up
 
 FP16, FP32 = "float16", "float32"
-
-
-@attrs.frozen
-class Work:
-    """Lower bounds of one task's tiling: ``per_core``, per pipe, on the busiest core's time
-    (head, busy cycles and tail); ``total``, per pipe, on the cycles of the whole chip;
-    ``links``, per shared link, the cycles its bytes take at its whole bandwidth."""
-
-    per_core: tuple[tuple[str, int], ...] = attrs.field(converter=tuple)
-    total: tuple[tuple[str, Fraction], ...] = attrs.field(converter=tuple)
-    links: tuple[tuple[str, Fraction], ...] = attrs.field(converter=tuple, default=())
-
-
-def bound_of(works: Sequence[Work], cores: int) -> int:
-    """A lower bound of the makespan of a graph whose tasks have ``works``: the largest
-    per-core bound of any task, per pipe the tasks' total cycles over the cores, and per link
-    the tasks' cycles on it."""
-    best = 0
-    totals: dict[str, Fraction] = {}
-    links: dict[str, Fraction] = {}
-    for w in works:
-        for _, v in w.per_core:
-            best = max(best, v)
-        for pipe, v in w.total:
-            totals[pipe] = totals.get(pipe, Fraction(0)) + v
-        for name, v in w.links:
-            links[name] = links.get(name, Fraction(0)) + v
-    for v in totals.values():
-        best = max(best, math.ceil(v / cores))
-    for v in links.values():
-        best = max(best, math.ceil(v))
-    return best
-
-
-def link_cycles(hw: Hardware, moves: Sequence[tuple[str, str, int]]) -> list[tuple[str, Fraction]]:
-    """Per link of ``hw``, the cycles the ``(src, dst, bytes)`` moves on it take at its whole
-    bandwidth (no transfer is faster)."""
-    out = []
-    for lk in hw.links:
-        nbytes = sum(n for src, dst, n in moves if lk.carries(src, dst))
-        if nbytes:
-            out.append((lk.name, Fraction(nbytes) / Fraction(lk.bytes_per_cycle)))
-    return out
 
 
 class _Ops:
@@ -331,35 +288,3 @@ def matmul_work(task: Any, tiling: Any, hw: Hardware) -> Work:
     """The :class:`Work` of a matmul task cut by ``tiling`` (one-off; tuning keeps a
     :class:`MatmulBounds` per task)."""
     return MatmulBounds(task, hw).work(tiling)
-
-
-def memory_bound(og: Any, hw: Hardware) -> tuple[int, str]:
-    """A lower bound of any schedule of the lowered graph ``og`` from its memory: items taking
-    more than half of a bounded space cannot be live at the same time, so on each core their
-    lives follow one another. An item lives from its first access to the end of its last; its
-    accesses in program order are chained (each write after the reads and write before it), so
-    it lives at least the sum, over its writes, of the write and the longest read after it.
-    Returns the value and where it comes from (``memory L0B core 3``), or ``(0, "")``."""
-    caps = {s.name: s.capacity for s in hw.spaces if s.capacity > 0}
-    big = {it.name: it.space for it in og.items if it.space in caps and 2 * it.bytes > caps[it.space]}
-    if not big:
-        return 0, ""
-    life: dict[str, list[int]] = {}  # item -> [chained cycles so far, longest read since]
-    core: dict[str, int] = {}
-    for op in og.ops:
-        for name in op.writes:
-            if name in big:
-                st = life.setdefault(name, [0, 0])
-                st[0], st[1] = st[0] + st[1] + op.duration, 0
-                core.setdefault(name, op.core)
-        for name in op.reads:
-            if name in big and name not in op.writes:
-                st = life.setdefault(name, [0, 0])
-                st[1] = max(st[1], op.duration)
-                core.setdefault(name, op.core)
-    per: dict[tuple[int, str], int] = {}
-    for name, (chained, read) in life.items():
-        key = (core[name], big[name])
-        per[key] = per.get(key, 0) + chained + read
-    (c, space), value = max(per.items(), key=lambda kv: (kv[1], -kv[0][0], kv[0][1]))
-    return value, f"memory {space} core {c}"
