@@ -1,10 +1,10 @@
 """staticsched: cycle-exact static scheduling of AI-accelerator cores.
 
-Public API: :func:`schedule`, :func:`compile_graph`, :func:`verify`, :func:`load_hardware`,
+Public API: :func:`schedule`, :func:`compile_graph`, :func:`tune`, :func:`verify`, :func:`load_hardware`,
 the graph loaders and the error hierarchy.
 """
 
-from staticsched.api import Compiled, compile_graph, schedule
+from staticsched.api import Compiled, compile_graph, schedule, tune
 from staticsched.errors import (
     GraphError,
     HardwareError,
@@ -41,6 +41,7 @@ __all__ = [
     "load_opgraph",
     "load_taskgraph",
     "schedule",
+    "tune",
     "verify",
 ]
 __version__ = "0.1.0"

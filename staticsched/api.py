@@ -78,10 +78,27 @@ def as_opgraph(graph: Any, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_B
     except StaticschedError as exc:
         if not where:
             raise
-        # every line names the file it is about, as the loaders' own lines do
-        lines = [p if p.startswith(f"{where}: ") else f"{where}: {p}" for p in exc.problems]
-        raise type(exc)(lines) from None
+        raise _naming(exc, where) from None
     return graph
+
+
+def _naming(exc: StaticschedError, where: str) -> StaticschedError:
+    """``exc`` with every line naming the file it is about, as the loaders' own lines do."""
+    return type(exc)([p if p.startswith(f"{where}: ") else f"{where}: {p}" for p in exc.problems])
+
+
+def _option_problems(method: str, mode: str, time_limit: float, workers: int) -> list[str]:
+    """One line per bad solver option."""
+    out = []
+    if method not in METHODS:
+        out.append(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if mode not in MODES:
+        out.append(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not (time_limit > 0):
+        out.append(f"time_limit must be > 0 seconds, got {time_limit!r}")
+    if workers < 1:
+        out.append(f"workers must be >= 1, got {workers}")
+    return out
 
 
 def compile_graph(
@@ -107,14 +124,9 @@ def compile_graph(
     from staticsched.emit import finalize
     from staticsched.solver import solve
 
-    if method not in METHODS:
-        raise InputError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if mode not in MODES:
-        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if not (time_limit > 0):
-        raise InputError(f"time_limit must be > 0 seconds, got {time_limit!r}")
-    if workers < 1:
-        raise InputError(f"workers must be >= 1, got {workers}")
+    bad = _option_problems(method, mode, time_limit, workers)
+    if bad:
+        raise InputError(bad)
     rep = as_progress(progress)
     done = len(rep.timings)
     with rep.phase("lower"):
@@ -195,3 +207,99 @@ def schedule(
         graph, hw, time_limit=time_limit, seed=seed, workers=workers, method=method, mode=mode,
         op_budget=op_budget, wall_clock=wall_clock, link_policy=link_policy,
     ).schedule
+
+
+def tune(
+    graph: Any,
+    hw: Hardware | str | Path,
+    *,
+    method: str = "cpsat",
+    time_limit: float = 10.0,
+    max_candidates: int = 32,
+    polish: int = 3,
+    seed: int = 0,
+    workers: int = 1,
+    mode: str = "flags",
+    op_budget: int | None = DEFAULT_OP_BUDGET,
+    wall_clock: bool = False,
+    link_policy: str = "auto",
+    jobs: int = 1,
+    ray: str | None = None,
+    progress: Progress | Callable[[str], None] | None = None,
+) -> Any:
+    """Search the tilings of a task graph's tasks for the shortest schedule.
+
+    Each tunable task (``matmul``; the other kinds keep their derived tiling) is tuned in turn,
+    the others fixed at their best so far. Its legal tilings (base m/n/k in multiples of the
+    Cube's fractal, double buffering, L1 reuse steps where the tiling has them) are visited in
+    the order of their lower bound; the tiling the task already has is scheduled first. Each
+    is scheduled with the list scheduler, and the search stops when the next bound reaches the
+    best makespan (the rest are pruned: they cannot beat it) or after ``max_candidates``
+    schedules. With ``method="cpsat"`` the ``polish`` best are then improved by CP-SAT. The
+    details are in :mod:`staticsched.explore.tune`.
+
+    Parameters
+    ----------
+    graph : TaskGraph, str or Path
+        A TaskGraph or its path (an OpGraph has no tiling to choose).
+    hw : Hardware, str or Path
+        A hardware model, a preset name or a TOML path.
+    method : {"cpsat", "list"}
+        ``"list"``: the list schedules alone; ``"cpsat"``: then CP-SAT on the ``polish`` best.
+    time_limit : float
+        Seconds of CP-SAT search per polished candidate (as for :func:`schedule`).
+    max_candidates : int
+        At most this many candidates are list scheduled (the baseline included).
+    polish : int
+        How many of the best list schedules CP-SAT improves (``method="cpsat"``).
+    seed, workers, mode, op_budget, wall_clock, link_policy
+        As for :func:`schedule`, for every candidate.
+    jobs : int
+        Local worker processes scheduling candidates side by side (rounds of 4 candidates, so
+        the result does not depend on ``jobs``).
+    ray : str, optional
+        Schedule candidates as Ray tasks: ``"auto"`` or a cluster address (needs the
+        ``staticsched[ray]`` extra).
+    progress : Progress or callable, optional
+        Receives progress lines.
+
+    Returns
+    -------
+    staticsched.explore.tune_report.Tuned
+        ``best`` (a :class:`Compiled`), ``graph`` (the TaskGraph with the best tilings),
+        ``rows`` (every candidate), ``csv_text()``, ``picture()``, ``write(outdir)``.
+
+    Raises
+    ------
+    StaticschedError
+        For bad input or options (``InputError``, one line per problem), or when no candidate
+        can be scheduled.
+    """
+    from staticsched.explore.tune import TuneOptions, run_tune
+    from staticsched.model.taskgraph import TaskGraph, load_graph
+
+    bad = _option_problems(method, mode, time_limit, workers)
+    counts = (("max_candidates", max_candidates, 1), ("polish", polish, 0), ("jobs", jobs, 1))
+    for name, value, least in counts:
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            bad.append(f"{name} must be an integer >= {least}, got {value!r}")
+    if bad:
+        raise InputError(bad)
+    rep = as_progress(progress)
+    source = str(graph) if isinstance(graph, str | Path) else ""
+    hw = load_hardware(hw)
+    if isinstance(graph, str | Path):
+        graph = load_graph(graph)
+    if not isinstance(graph, TaskGraph):
+        what = "an OpGraph" if isinstance(graph, OpGraph) else type(graph).__name__
+        raise InputError(f"{source or 'graph'}: tune needs a TaskGraph, got {what} (no tiling to choose)")
+    opts = TuneOptions(method=method, mode=mode, time_limit=time_limit, seed=seed, workers=workers,
+                       wall_clock=wall_clock, link_policy=link_policy, op_budget=op_budget,
+                       max_candidates=max_candidates, polish=polish)
+    try:
+        return run_tune(graph, hw, opts, compile_graph, jobs=jobs, ray_address=ray, progress=rep,
+                        source=source)
+    except StaticschedError as exc:
+        if not source:
+            raise
+        raise _naming(exc, source) from None

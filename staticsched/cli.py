@@ -1,4 +1,4 @@
-"""Command line: ``staticsched schedule|verify|lower|sweep|hw|examples``.
+"""Command line: ``staticsched schedule|tune|verify|lower|sweep|hw|examples``.
 
 Exit codes: 0 success, 1 a verification failed, 2 bad input (one line per problem on
 stderr, no traceback, no output file), 3 an internal error (a bug: rerun with
@@ -52,6 +52,44 @@ def _version() -> str:
     return f"staticsched {__version__}"
 
 
+def _solver_options(p: argparse.ArgumentParser, *, time_limit: float, time_help: str = "") -> None:
+    """The options every scheduling command shares (schedule, tune)."""
+    p.add_argument("--time-limit", type=float, default=time_limit, metavar="S",
+                   help=time_help or _TIME_LIMIT_HELP)
+    p.add_argument("--seed", type=int, default=0, help="search and jitter seed (0)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="CP-SAT worker threads per problem (deterministic interleaved search) "
+                   "and processes for distinct per-core problems (1)")
+    p.add_argument("--wall-clock", action="store_true",
+                   help="search until --time-limit on the wall clock with the fastest parallel "
+                   "search; the result is not reproducible and says so")
+    p.add_argument("--method", choices=METHODS, default="cpsat", help=_METHOD_HELP)
+    p.add_argument("--mode", choices=MODES, default="flags", help=_MODE_HELP)
+    p.add_argument("--link-policy", choices=LINK_POLICIES, default="auto",
+                   help="how cores share a link they could overload: 'auto' solves them as one "
+                   "problem unless an equal split provably costs nothing, 'split' always "
+                   "splits it equally (auto)")
+    p.add_argument("--op-budget", type=int, default=None, help="refuse larger lowerings")
+
+
+def _output_options(p: argparse.ArgumentParser) -> None:
+    """Which files to write, verification and quiet: schedule and tune."""
+    p.add_argument("--outputs", metavar="LIST", default=None,
+                   help="comma-separated files to write (default all: timetable.json, "
+                   "timetable.csv, timetable.txt, program.txt, program.json, bundles.txt, "
+                   "trace.json, gantt.svg); add .gz to a name for gzip")
+    comp = p.add_mutually_exclusive_group()
+    comp.add_argument("--compress", dest="compress", action="store_true", default=None,
+                      help="gzip every JSON file (default: only for programs over 50,000 ops)")
+    comp.add_argument("--no-compress", dest="compress", action="store_false",
+                      help="never gzip by default")
+    p.add_argument("--no-verify", action="store_true", help="skip verifying the program")
+    p.add_argument("--jitter", type=int, default=DEFAULT_JITTER,
+                   help=f"jittered replays when verifying ({DEFAULT_JITTER}; flags mode only: "
+                   "a timed program is correct only at exact durations)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no phase or progress lines")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="staticsched",
@@ -68,35 +106,8 @@ def _parser() -> argparse.ArgumentParser:
     sch.add_argument("graph", help="TaskGraph or OpGraph JSON file")
     sch.add_argument("--hw", required=True, help="hardware preset name or TOML path")
     sch.add_argument("-o", "--outdir", required=True, help="directory for the output files")
-    sch.add_argument("--time-limit", type=float, default=60.0, metavar="S", help=_TIME_LIMIT_HELP)
-    sch.add_argument("--seed", type=int, default=0, help="search and jitter seed (0)")
-    sch.add_argument("--workers", type=int, default=1,
-                     help="CP-SAT worker threads per problem (deterministic interleaved search) "
-                     "and processes for distinct per-core problems (1)")
-    sch.add_argument("--wall-clock", action="store_true",
-                     help="search until --time-limit on the wall clock with the fastest parallel "
-                     "search; the result is not reproducible and says so")
-    sch.add_argument("--method", choices=METHODS, default="cpsat", help=_METHOD_HELP)
-    sch.add_argument("--mode", choices=MODES, default="flags", help=_MODE_HELP)
-    sch.add_argument("--link-policy", choices=LINK_POLICIES, default="auto",
-                     help="how cores share a link they could overload: 'auto' solves them as one "
-                     "problem unless an equal split provably costs nothing, 'split' always "
-                     "splits it equally (auto)")
-    sch.add_argument("--op-budget", type=int, default=None, help="refuse larger lowerings")
-    sch.add_argument("--outputs", metavar="LIST", default=None,
-                     help="comma-separated files to write (default all: timetable.json, "
-                     "timetable.csv, timetable.txt, program.txt, program.json, bundles.txt, "
-                     "trace.json, gantt.svg); add .gz to a name for gzip")
-    comp = sch.add_mutually_exclusive_group()
-    comp.add_argument("--compress", dest="compress", action="store_true", default=None,
-                      help="gzip every JSON file (default: only for programs over 50,000 ops)")
-    comp.add_argument("--no-compress", dest="compress", action="store_false",
-                      help="never gzip by default")
-    sch.add_argument("--no-verify", action="store_true", help="skip verifying the program")
-    sch.add_argument("--jitter", type=int, default=DEFAULT_JITTER,
-                     help=f"jittered replays when verifying ({DEFAULT_JITTER}; flags mode only: "
-                     "a timed program is correct only at exact durations)")
-    sch.add_argument("-q", "--quiet", action="store_true", help="no phase or progress lines")
+    _solver_options(sch, time_limit=60.0)
+    _output_options(sch)
 
     ver = sub.add_parser("verify", help="verify an emitted program file")
     ver.add_argument("program", help="program.txt or program.json (or .gz)")
@@ -130,6 +141,26 @@ def _parser() -> argparse.ArgumentParser:
                     "starts a local one), or give the cluster address (ray://host:10001); needs "
                     "staticsched[ray]")
     sw.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+    tn = sub.add_parser("tune", help="search the tasks' tilings for the shortest schedule; write "
+                        "the best one's files, tune.csv and tune.png")
+    tn.add_argument("graph", help="TaskGraph JSON file")
+    tn.add_argument("--hw", required=True, help="hardware preset name or TOML path")
+    tn.add_argument("-o", "--outdir", required=True,
+                    help="directory for the best schedule's files, tune.csv, tune.png, tuned.json")
+    _solver_options(tn, time_limit=10.0, time_help=(
+        "seconds of CP-SAT search for each of the --polish best candidates (default 10); the "
+        "other candidates get the list scheduler"))
+    tn.add_argument("--max-candidates", type=int, default=32, metavar="N",
+                    help="list schedule at most N candidates, in the order of their lower bound "
+                    "(32); the search stops earlier when the next bound reaches the best makespan")
+    tn.add_argument("--polish", type=int, default=3, metavar="N",
+                    help="with --method cpsat: improve the N best list schedules with CP-SAT (3)")
+    tn.add_argument("--jobs", type=int, default=1, help="local worker processes (1)")
+    tn.add_argument("--ray", metavar="auto|ADDRESS", default=None,
+                    help="schedule candidates as Ray tasks ('auto' or a cluster address; needs "
+                    "staticsched[ray])")
+    _output_options(tn)
 
     ex = sub.add_parser("examples", help="copy the shipped example graphs into a directory")
     ex.add_argument("dir", help="directory to create or fill (existing files are kept)")
@@ -186,21 +217,34 @@ def _outputs(args: argparse.Namespace, ops: int):
 
 def _cmd_schedule(args: argparse.Namespace) -> int:
     from staticsched.api import compile_graph
-    from staticsched.emit import phase_table, summary_lines
     from staticsched.model.hardware import load_hardware
-    from staticsched.progress import Progress
 
-    if args.jitter < 0:
-        raise StaticschedError(f"--jitter must be >= 0, got {args.jitter}")
-    rep = Progress(sys.stderr, enabled=not args.quiet)
-    if args.outputs is not None:
-        _outputs(args, 0)  # a bad --outputs is bad input: say so before any work
+    rep = _start(args)
     hw = load_hardware(args.hw)
     res = compile_graph(
         args.graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
         method=args.method, mode=args.mode, op_budget=_budget(args), progress=rep,
         wall_clock=args.wall_clock, link_policy=args.link_policy,
     )
+    return _finish(args, hw, res, rep, lambda choice: res.write(args.outdir, outputs=choice))
+
+
+def _start(args: argparse.Namespace):
+    """Check the output options before any work; the progress reporter."""
+    from staticsched.progress import Progress
+
+    if args.jitter < 0:
+        raise StaticschedError(f"--jitter must be >= 0, got {args.jitter}")
+    if args.outputs is not None:
+        _outputs(args, 0)  # a bad --outputs is bad input: say so before any work
+    return Progress(sys.stderr, enabled=not args.quiet)
+
+
+def _finish(args: argparse.Namespace, hw, res, rep, write, more: Sequence[str] = ()) -> int:
+    """Verify the program (unless --no-verify), ``write(choice)`` the files, print the summary
+    (then ``more`` lines); the exit code."""
+    from staticsched.emit import phase_table, summary_lines
+
     choice = _outputs(args, len(res.schedule.ops))
     report = None
     if not args.no_verify:
@@ -213,8 +257,8 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
             report = verify(res.program, hw, jitter=jitter, seed=args.seed,
                             numeric=bool(res.program.source))
     with rep.phase("write"):
-        paths = res.write(args.outdir, outputs=choice)
-    for line in summary_lines(res.schedule, res.plan):
+        paths = write(choice)
+    for line in [*summary_lines(res.schedule, res.plan), *more]:
         print(line)
     if report is None:
         print("verification : skipped (--no-verify)")
@@ -230,6 +274,28 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
     for line in phase_table(rep.timings):
         print(line)
     return EXIT_OK if report is None or report.ok else EXIT_VERIFY_FAILED
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from staticsched.api import tune
+    from staticsched.model.hardware import load_hardware
+
+    bad = [f"{flag} must be >= {least}, got {value}" for flag, value, least in (
+        ("--max-candidates", args.max_candidates, 1), ("--polish", args.polish, 0), ("--jobs", args.jobs, 1))
+        if value < least]
+    if bad:
+        raise StaticschedError(bad)
+    rep = _start(args)
+    hw = load_hardware(args.hw)
+    with rep.phase("tune"):
+        tuned = tune(
+            args.graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
+            method=args.method, mode=args.mode, op_budget=_budget(args), wall_clock=args.wall_clock,
+            link_policy=args.link_policy, max_candidates=args.max_candidates, polish=args.polish,
+            jobs=args.jobs, ray=args.ray, progress=rep,
+        )
+    return _finish(args, hw, tuned.best, rep, lambda choice: tuned.write(args.outdir, outputs=choice),
+                   tuned.summary_lines())
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -281,6 +347,7 @@ _COMMANDS = {
     "verify": _cmd_verify,
     "examples": _cmd_examples,
     "sweep": _cmd_sweep,
+    "tune": _cmd_tune,
 }
 
 

@@ -73,7 +73,27 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
     if tilings:
         lines.append("tiling       : " + tilings[0] + " (the bound and gap are for this tiling)")
         lines += [f"               {t}" for t in tilings[1:]]
+    lines += candidate_lines(schedule)
     return lines
+
+
+def candidate_lines(schedule: Schedule) -> list[str]:
+    """How many legal tilings each tunable task of the source TaskGraph has (``staticsched
+    tune`` searches them); a count that stopped early says "at least"."""
+    if not schedule.graph.source:
+        return []
+    from staticsched.explore.space import count_candidates, tunable
+    from staticsched.model.taskgraph import taskgraph_from_dict
+
+    tg = taskgraph_from_dict(json.loads(schedule.graph.source))
+    parts = []
+    for task in tg.ordered_tasks:
+        if tunable(task):
+            n, exact = count_candidates(task, schedule.hw)
+            parts.append(f"{task.id} {n if exact else f'at least {n}'}")
+    if not parts:
+        return []
+    return [f"candidates   : legal tilings {', '.join(parts)} (staticsched tune searches them)"]
 
 
 def _bytes(n: float) -> str:

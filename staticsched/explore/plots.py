@@ -27,14 +27,18 @@ def _plt():
     return plt
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _png(fig: Any) -> bytes:
     import io
 
     buf = io.BytesIO()
     # no time stamps or software versions in the file: equal inputs give equal bytes
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     _plt().close(fig)
-    return atomic_write_bytes(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def _save(fig: Any, path: Path) -> Path:
+    return atomic_write_bytes(path, _png(fig))
 
 
 def _slug(text: str) -> str:
@@ -164,22 +168,51 @@ def _heatmaps(spec: Any, ok: dict[str, dict[str, Any]], outdir: Path) -> list[Pa
     return out
 
 
-def tune_plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
-    """Makespan and lower bound per tuning candidate, best first, skipped ones marked."""
+def tune_picture(rows: Sequence[Any], title: str) -> bytes:
+    """PNG of a tuning run (rows: :class:`~staticsched.explore.tune.Row`). Top: the makespan
+    of every scheduled candidate, best first, its lower bound drawn on its bar, the baseline
+    (the tiling ``schedule`` uses) hatched. Bottom: the lower bound of every candidate, in
+    order, against the best makespan: those above the line cannot beat it (pruned)."""
     plt = _plt()
-    done = [r for r in rows if isinstance(r.get("makespan"), int)]
-    skipped = [r for r in rows if not isinstance(r.get("makespan"), int)]
-    done.sort(key=lambda r: (r["makespan"], r["candidate"]))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(done) + 2), 4.5))
-    x = range(len(done))
-    ax.bar(x, [r["makespan"] for r in done], color="#4c72b0", label="makespan")
-    ax.plot(x, [r["lower_bound"] for r in done], "_", color="#dd8452", markersize=14, mew=2,
-            label="lower bound")
-    ax.set_xticks(list(x), [r["label"] for r in done], rotation=70, fontsize=6, ha="right")
-    ax.set_xlabel("candidate tiling (scheduled, best first)")
-    ax.set_ylabel("cycles")
-    note = f"; {len(skipped)} more pruned by their bound" if skipped else ""
-    ax.set_title(f"{title}{note}")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+    from matplotlib.patches import Patch
+
+    done = sorted((r for r in rows if r.makespan is not None and r.same_as is None),
+                  key=lambda r: (r.makespan, r.index))
+    fig, (top, low) = plt.subplots(2, 1, figsize=(max(7.5, 0.32 * len(done) + 2.5), 8.5),
+                                   gridspec_kw={"height_ratios": [3, 2]})
+    x = list(range(len(done)))
+    colour = {"list": "#4c72b0", "cpsat": "#55a868"}
+    top.bar(x, [r.makespan for r in done], color=[colour.get(r.method, "grey") for r in done],
+            hatch=["//" if r.baseline else "" for r in done], edgecolor="white")
+    (tick,) = top.plot(x, [r.bound if r.bound is not None else r.work_bound for r in done], "_",
+                       color="#dd8452", markersize=12, mew=2.5, label="lower bound")
+    handles = [Patch(color=c, label=f"makespan ({'CP-SAT' if m == 'cpsat' else 'list scheduler'})")
+               for m, c in colour.items()]
+    handles += [Patch(facecolor="white", edgecolor="grey", hatch="//", label="baseline tiling"), tick]
+    top.set_xticks(x, [r.label for r in done], rotation=70, fontsize=6, ha="right")
+    top.set_xlabel("scheduled candidate (task: base sizes; sb single buffered), best first")
+    top.set_ylabel("cycles")
+    if done:
+        lo = min(min(r.makespan for r in done), min(r.bound or r.work_bound for r in done))
+        top.set_ylim(bottom=0.8 * lo)
+    top.grid(True, axis="y", alpha=0.3)
+    top.legend(handles=handles, fontsize=7, loc="upper left")
+    top.set_title(title, fontsize=9)
+    ranked = sorted(rows, key=lambda r: (r.bound if r.bound is not None else r.work_bound, r.index))
+    status_colour = {"pruned": "#b0b0b0", "capped": "#dd8452", "failed": "#c44e52", "duplicate": "#8172b3"}
+    for status in ("pruned", "capped", "duplicate", "failed", "scheduled"):
+        pts = [(i, r.bound if r.bound is not None else r.work_bound) for i, r in enumerate(ranked)
+               if (r.status == status or (status == "scheduled" and r.status == "best"))]
+        if pts:
+            low.scatter([p[0] for p in pts], [p[1] for p in pts], s=6,
+                        color=status_colour.get(status, "#4c72b0"), label=f"{status} ({len(pts)})")
+    if done:
+        low.axhline(done[0].makespan, color="#55a868", lw=1.2, label=f"best makespan {done[0].makespan}")
+    low.set_yscale("log")
+    low.set_xlabel("candidate tilings, in order of their lower bound")
+    low.set_ylabel("lower bound (cycles, log scale)\nthe solver's where lowered, else the cheap one",
+                   fontsize=8)
+    low.grid(True, alpha=0.3)
+    low.legend(fontsize=7, loc="upper left", markerscale=3)
+    fig.tight_layout()
+    return _png(fig)

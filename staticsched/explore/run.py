@@ -13,15 +13,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import logging
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from staticsched._atomic import atomic_write_text
-from staticsched.errors import InputError, StaticschedError
+from staticsched.errors import StaticschedError
+from staticsched.explore.backends import executor
 from staticsched.explore.spec import Point, SweepSpec
 from staticsched.progress import Progress, silent
 
@@ -43,7 +43,7 @@ def evaluate(point: Point) -> dict[str, Any]:
         doc, where = hardware_document(point.hw)
         hw = override_hardware(doc, where, dict(point.overrides))
         if point.graph.tune:
-            from staticsched.explore.tune import tune
+            from staticsched.api import tune
 
             res = tune(point.graph.path, hw, method=point.method, mode=point.mode,
                        time_limit=point.time_limit, seed=point.seed).best
@@ -156,57 +156,6 @@ class Store:
                           json.dumps(result, sort_keys=True, indent=1) + "\n")
 
 
-def run_local(points: Sequence[Point], jobs: int, done: Callable[[dict[str, Any]], None]) -> None:
-    """Evaluate ``points`` in this process (``jobs == 1``) or in ``jobs`` worker processes."""
-    if jobs <= 1 or len(points) <= 1:
-        for p in points:
-            done(evaluate(p))
-        return
-    import concurrent.futures
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
-    try:
-        futures = [pool.submit(evaluate, p) for p in points]
-        for fut in concurrent.futures.as_completed(futures):
-            done(fut.result())
-    finally:
-        # after Ctrl-C: drop what has not started, do not wait for what runs (it is lost)
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
-def run_ray(points: Sequence[Point], address: str, jobs: int,
-            done: Callable[[dict[str, Any]], None]) -> None:
-    """Evaluate ``points`` as Ray tasks (one CPU each) on the cluster at ``address``; ``auto``
-    joins a running cluster or, when there is none, starts a local instance of ``jobs`` CPUs."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--ray needs Ray: pip install 'staticsched[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
-        if address == "auto":
-            try:
-                ray.init(address="auto", **quiet)
-            except ConnectionError:
-                ray.init(num_cpus=max(1, jobs), include_dashboard=False, **quiet)
-        else:
-            ray.init(address=address, **quiet)
-        started = True
-    try:
-        task = ray.remote(num_cpus=1)(evaluate)
-        pending = [task.remote(p) for p in points]
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for ref in ready:
-                done(ray.get(ref))
-    finally:
-        if started:
-            ray.shutdown()
-
-
 def run_sweep(
     spec: SweepSpec,
     outdir: str | Path,
@@ -232,10 +181,8 @@ def run_sweep(
             results[result["key"]] = result
             count.update(1)
 
-        if ray_address is not None:
-            run_ray(todo, ray_address, jobs, done)
-        else:
-            run_local(todo, jobs, done)
+        with executor(jobs, ray_address) as run:
+            run(evaluate, todo, done)
     write_results(spec, outdir, results)
     return results
 

@@ -1,0 +1,290 @@
+"""Cheap lower bounds of a tiling, from its block grid, without lowering it.
+
+Tuning orders thousands of candidate tilings by their lower bound, but lowering a fine tiling
+of a large task and bounding the result takes seconds (a 16x16x16 tiling of the awkward GEMM
+is 333,000 ops). A :class:`Work` is computed from the block shapes alone, with the durations
+of the hardware's cost model (the micro-op table's own duration functions, on the same item
+shapes the kind's lowering creates), and never exceeds the bound the solver computes for the
+lowered graph (:func:`staticsched.solver.solve.chip_lower_bound`):
+
+* **per core**, for each pipe: blocks (or the row panels of a row-reducing epilogue) are units
+  of work that each live on one core. The kind deals them round-robin in block order, so each
+  core's share is summed exactly; with L1 reuse steps, whose order the bound does not assume,
+  of the ``k * cores + 1`` costliest units some core gets ``k + 1``. For the Cube, the
+  shortest chain of loads and moves before any ``mmad`` (its head) and the shortest chain of
+  FixPipe, epilogue and store after one (its tail) are added; for MTE2 the shortest tail after
+  a load; and the longest single block's chain is a critical path.
+* **memory**, per space: a tile taking more than half of a bounded space cannot be live next to
+  another such tile, so on each core the lives of those tiles (at least their writer and
+  reader) follow one another. This is what a single-buffered tiling pays, and what the
+  solver's bound, which ignores memory, misses
+  (:func:`~staticsched.explore.bounds.memory_bound` is the same argument on a lowered graph).
+* **chip-wide**, for each pipe: the cycles all units need together, which some core must do at
+  least a ``1 / cores`` share of (this adds up over the tasks of a graph); per shared link,
+  the bytes of every GM load and store at its whole bandwidth.
+
+With L1 reuse steps, one A load (and its move) serves ``step_n`` blocks and one B load serves
+``step_m``: each block is charged that share, which is no more than what any lowering that
+reuses a load at most that many times costs. Work the bound does not model (row-reduction
+ops, their parameter loads) is left out, which keeps it a lower bound. The tests check it
+against the solver's bound of the lowered graphs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import attrs
+import numpy as np
+
+from staticsched.explore.bounds import Work, link_cycles
+from staticsched.model.hardware import DTYPE_BYTES, Hardware
+from staticsched.model.opkinds import KINDS as OPKINDS
+from staticsched.model.opkinds import ItemShape, item_shape
+from staticsched.model.vecops import VECOPS
+from staticsched.tasks.base import round_up
+
+FP16, FP32 = "float16", "float32"
+
+
+class _Ops:
+    """Units and durations of single ops, from the micro-op table, on ``hw``."""
+
+    def __init__(self, hw: Hardware) -> None:
+        self.hw = hw
+
+    def item(self, role: str, dtype: str, rows: int, cols: int) -> ItemShape:
+        return item_shape(self.hw.role(role), rows * cols * DTYPE_BYTES[dtype], dtype, (rows, cols))
+
+    def __call__(self, kind: str, a: dict[str, Any], reads: Sequence[ItemShape],
+                 writes: Sequence[ItemShape]) -> tuple[str, int]:
+        k = OPKINDS[kind]
+        return k.unit(self.hw, a, reads, writes), k.duration(self.hw, a, reads, writes)
+
+
+@attrs.frozen
+class _Block:
+    """One ``r x c`` output block over all K steps: cycles per pipe (times ``scale``, so that
+    a step's share of a load stays an integer), the least head and tail per pipe of its ops,
+    and its own chain from the first load to the store."""
+
+    work: dict[str, int]
+    heads: dict[str, int]
+    tails: dict[str, int]
+    chain: int
+
+
+class MatmulBounds:
+    """:class:`Work` of the tilings of one matmul task on one hardware model."""
+
+    def __init__(self, task: Any, hw: Hardware) -> None:
+        assert hw.cube is not None  # a legal tiling implies a Cube
+        self.task, self.hw = task, hw
+        self.op = _Ops(hw)
+        self.fractal = hw.cube.fractal
+        self._memo: dict[tuple, Any] = {}
+
+    def _epilogue(self, r: int, c: int) -> tuple[dict[str, int], int, int, int]:
+        """Cycles per pipe from FixPipe to the store, the chain FixPipe -> epilogue -> store,
+        the least tail after one of its operand loads, and FixPipe's cycles."""
+        got = self._memo.get((r, c))
+        if got is None:
+            got = self._memo[(r, c)] = self._epilogue_of(r, c)
+        return got
+
+    def _epilogue_of(self, r: int, c: int) -> tuple[dict[str, int], int, int, int]:
+        task, op = self.task, self.op
+        pm, pn = round_up(r, self.fractal[0]), round_up(c, self.fractal[1])
+        ub = op.item("vector", FP16, pm, pn)
+        fix = op("fixpipe", {"rows": r, "cols": c}, (op.item("accumulator", FP32, pm, pn),), (ub,))
+        store = op("store", {"tensor": task.out, "region": ((0, r), (0, c))}, (ub,), ())
+        ops, vecs, loaded = [fix, store], [], []
+        for step in task.epilogue:
+            if step.reduces:
+                continue
+            reads = [ub]
+            if step.tensor:
+                shape, region = {
+                    "col": ((1, pn), ((0, 1), (0, c))),
+                    "row": ((pm, 1), ((0, r), (0, 1))),
+                    "full": ((pm, pn), ((0, r), (0, c))),
+                }[VECOPS[step.op].operands[1]]
+                tile = op.item("vector", FP16, *shape)
+                ops.append(op("load", {"tensor": step.tensor, "region": region}, (), (tile,)))
+                reads.append(tile)
+                loaded.append(len(vecs))
+            vecs.append(op("vec", {"op": step.op, "rows": r, "cols": c}, tuple(reads), (ub,)))
+        work: dict[str, int] = {}
+        for unit, dur in ops + vecs:
+            work[unit] = work.get(unit, 0) + dur
+        after = fix[1] + sum(d for _, d in vecs) + store[1]
+        # an operand load is followed by its step, the later ones and the store; the gamma/beta
+        # loads of a row reduction (not modelled) at least by the store
+        tails = [sum(d for _, d in vecs[i:]) + store[1] for i in loaded]
+        if task.reduces:
+            tails.append(store[1])
+        return work, after, min(tails, default=after), fix[1]
+
+    def _kstep(self, r: int, c: int, d: int) -> tuple[tuple[str, int], ...]:
+        """(unit, cycles) of the A load, B load, A move, B move and mmad of one K step."""
+        la, ma = self._operand("a", r, d)
+        lb, mb = self._operand("b", d, c)
+        mm = self._memo.get(("mmad", r, c, d))
+        if mm is None:
+            fm, fn, fk = self.fractal
+            pm, pn, pk = round_up(r, fm), round_up(c, fn), round_up(d, fk)
+            l0a, l0b = self.op.item("cube_a", FP16, pm, pk), self.op.item("cube_b", FP16, pk, pn)
+            l0c = self.op.item("accumulator", FP32, pm, pn)
+            mm = self._memo[("mmad", r, c, d)] = self.op(
+                "mmad", {"m": r, "n": c, "k": d, "init": True}, (l0a, l0b), (l0c,))
+        return la, lb, ma, mb, mm
+
+    def _operand(self, which: str, rows: int, cols: int) -> tuple[tuple[str, int], tuple[str, int]]:
+        """The load into the operand buffer and the move to the Cube of an A (``rows = r``,
+        ``cols = depth``) or B (``rows = depth``, ``cols = c``) tile."""
+        got = self._memo.get((which, rows, cols))
+        if got is not None:
+            return got
+        task, op = self.task, self.op
+        prow, pcol = round_up(rows, self.fractal[0 if which == "a" else 2]), round_up(
+            cols, self.fractal[2 if which == "a" else 1])
+        l1 = op.item("operand", FP16, prow, pcol)
+        l0 = op.item("cube_a" if which == "a" else "cube_b", FP16, prow, pcol)
+        transpose = task.transpose_a if which == "a" else task.transpose_b
+        a: dict[str, Any] = {"tensor": task.a if which == "a" else task.b,
+                             "region": ((0, cols), (0, rows)) if transpose else ((0, rows), (0, cols))}
+        if transpose:
+            a["transpose"] = True
+        got = self._memo[(which, rows, cols)] = (
+            op("load", a, (), (l1,)), op("move", {"rows": rows, "cols": cols}, (l1,), (l0,)))
+        return got
+
+    def _block(self, r: int, c: int, depths: Counter, steps: tuple[int, int]) -> _Block:
+        step_m, step_n = steps
+        scale = step_m * step_n
+        epi, after, epi_tail, fix = self._epilogue(r, c)
+        work = {u: v * scale for u, v in epi.items()}
+        head = tail_load = None
+        mmads = 0
+        fm, fn, fk = self.fractal
+        pm, pn = round_up(r, fm), round_up(c, fn)
+        for d, count in sorted(depths.items()):
+            la, lb, ma, mb, mm = self._kstep(r, c, d)
+            # an A load (and move) serves step_n blocks, a B load step_m: this block's share
+            for (unit, dur), times in ((la, count * step_m), (ma, count * step_m), (lb, count * step_n),
+                                       (mb, count * step_n), (mm, count * scale)):
+                work[unit] = work.get(unit, 0) + dur * times
+            pk = round_up(d, fk)
+            for role, nbytes, life, times in (("cube_a", pm * pk * 2, ma[1] + mm[1], step_m),
+                                              ("cube_b", pk * pn * 2, mb[1] + mm[1], step_n),
+                                              ("operand", pm * pk * 2, la[1] + ma[1], step_m),
+                                              ("operand", pk * pn * 2, lb[1] + mb[1], step_n)):
+                self._hold(work, role, nbytes, life * count * times)
+            mmads += mm[1] * count
+            first = max(la[1] + ma[1], lb[1] + mb[1])
+            head = first if head is None else min(head, first)
+            t = min(ma[1], mb[1]) + mm[1] + after
+            tail_load = t if tail_load is None else min(tail_load, t)
+        assert head is not None and tail_load is not None  # K >= 1: at least one step
+        self._hold(work, "accumulator", pm * pn * 4, (mmads + fix) * scale)
+        self._hold(work, "vector", pm * pn * 2, after * scale)
+        cube, mte2 = mm[0], la[0]
+        return _Block(work, {cube: head}, {cube: after, mte2: min(tail_load, epi_tail)},
+                      head + mmads + after)
+
+    def _hold(self, work: dict[str, int], role: str, nbytes: int, cycles: int) -> None:
+        """Count ``cycles`` of an item's life in ``work["memory SPACE"]`` when the item takes
+        more than half of the space playing ``role`` (no two such items coexist)."""
+        got = self._memo.get(role)
+        if got is None:
+            space = self.hw.role(role)
+            got = self._memo[role] = (f"memory {space}", self.hw.space(space).capacity)
+        key, cap = got
+        if cap and 2 * nbytes > cap:
+            work[key] = work.get(key, 0) + cycles
+
+    def work(self, tiling: Any) -> Work:
+        """The :class:`Work` of ``tiling`` (see the module docstring)."""
+        from staticsched.tasks.matmul import MatmulPlan
+
+        task, cores = self.task, self.hw.cores
+        plan = MatmulPlan(task, tiling)
+        steps = (getattr(tiling, "step_m", 1), getattr(tiling, "step_n", 1))
+        scale = steps[0] * steps[1]
+        depths = Counter(e - s for s, e in plan.k_spans)
+        rows = sorted({e - s for s, e in plan.m_spans}, reverse=True)
+        cols = sorted({e - s for s, e in plan.n_spans}, reverse=True)
+        kinds = tuple(sorted(depths.items()))
+        blocks = {}
+        for r in rows:
+            for c in cols:
+                key = ("block", r, c, kinds, steps)
+                b = self._memo.get(key)
+                if b is None:
+                    b = self._memo[key] = self._block(r, c, depths, steps)
+                blocks[(r, c)] = b
+        pipes = sorted({p for b in blocks.values() for p in b.work})
+        # cycles per (row class, column class, pipe); each block's class from its span lengths
+        w = np.array([[[blocks[(r, c)].work.get(p, 0) for p in pipes] for c in cols] for r in rows],
+                     dtype=np.int64)
+        ri = np.array([rows.index(e - s) for s, e in plan.m_spans])
+        ci = np.array([cols.index(e - s) for s, e in plan.n_spans])
+        grid = w[ri][:, ci]  # (m blocks, n blocks, pipes)
+        units = grid.sum(axis=1) if task.reduces else grid.reshape(-1, len(pipes))
+        units = np.tile(units, (task.batches, 1))  # in lowering order: batch, m, n
+        if steps == (1, 1):
+            # units go round-robin to the cores in this order: sum per core
+            busy = np.zeros((cores, len(pipes)), dtype=np.int64)
+            np.add.at(busy, np.arange(len(units)) % cores, units)
+            most = busy.max(axis=0)
+        else:
+            most = np.array([_spread_bound(units[:, k], cores) for k in range(len(pipes))])
+        per_core = []
+        for k, p in enumerate(pipes):
+            head = min(b.heads.get(p, 0) for b in blocks.values())
+            tail = min(b.tails.get(p, 0) for b in blocks.values())
+            per_core.append((p, head + int(most[k]) // scale + tail))
+        per_core.append(("critical_path", max(b.chain for b in blocks.values())))
+        total = [(p, Fraction(int(units[:, k].sum()), scale)) for k, p in enumerate(pipes)]
+        return Work(per_core, total, link_cycles(self.hw, self._gm_moves(plan, steps)))
+
+    def _gm_moves(self, plan: Any, steps: tuple[int, int]) -> list[tuple[str, str, int]]:
+        """``(src, dst, bytes)`` of all GM loads and stores of the task under ``plan``: every
+        block loads its A tiles (shared by ``step_n`` blocks) and B tiles (by ``step_m``),
+        its epilogue operands and stores its output block."""
+        task, hw = self.task, self.hw
+        gm = hw.role_space("global") or "GM"
+        m, n, k, b = task.m, task.n, task.k, task.batches
+        mb, nb = len(plan.m_spans), len(plan.n_spans)
+        operand, vector = hw.role("operand"), hw.role("vector")
+        moves = [(gm, operand, b * m * k * 2 * nb // steps[1]), (gm, operand, b * k * n * 2 * mb // steps[0]),
+                 (vector, gm, b * m * n * 2)]
+        for step in task.epilogue:
+            if step.tensor and not step.reduces:
+                form = VECOPS[step.op].operands[1]
+                moves.append((gm, vector, b * {"col": mb * n, "row": nb * m, "full": m * n}[form] * 2))
+        return moves
+
+
+def _spread_bound(costs: np.ndarray, cores: int) -> int:
+    """The least possible largest sum when ``costs`` are spread over ``cores`` in any way:
+    of the ``k * cores + 1`` largest, some core gets ``k + 1``, at least the ``k + 1``
+    smallest of them."""
+    desc = np.sort(costs)[::-1]
+    cs = np.concatenate(([0], np.cumsum(desc)))
+    best = 0
+    for k in range(-(-len(desc) // cores)):
+        top = k * cores + 1  # the largest `top` costs
+        if top > len(desc):
+            break
+        best = max(best, int(cs[top] - cs[top - k - 1]))
+    return best
+
+
+def matmul_work(task: Any, tiling: Any, hw: Hardware) -> Work:
+    """The :class:`Work` of a matmul task cut by ``tiling`` (one-off; tuning keeps a
+    :class:`MatmulBounds` per task)."""
+    return MatmulBounds(task, hw).work(tiling)
