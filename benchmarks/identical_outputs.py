@@ -8,9 +8,11 @@ Usage, from the repository root::
 
 ``compare`` schedules the same examples with the same options, renders every output file and
 reports each file whose bytes differ (exit 1) or that is missing; exit 0 when all are
-identical. The 4096^3 GEMM uses the list scheduler (minutes otherwise); the others run
-CP-SAT, in both modes, with a limit long enough that its deterministic budget (not the
-wall-clock safety net, which a loaded machine can trip) ends every search.
+identical. Every shipped example is scheduled, in both modes. The large ones (the 4096^3 GEMM,
+the attention and FFN examples, the HBM chain) use the list scheduler (minutes otherwise); the
+others run CP-SAT with a limit long enough that its deterministic budget (not the wall-clock
+safety net, which a loaded machine can trip) ends every search. No output file holds a wall-clock
+time, so every file is compared.
 """
 
 from __future__ import annotations
@@ -36,14 +38,22 @@ CASES = [
     ("chain.json", "seed-davinci", "cpsat", 60.0),
     ("gemv_m1.json", "seed-davinci", "cpsat", 60.0),
     ("matmul_gelu.json", "seed-davinci", "list", 5.0),
+    ("attention.json", "seed-davinci", "list", 5.0),
+    ("attention_tail.json", "seed-davinci", "list", 5.0),
+    ("ffn_layernorm.json", "seed-davinci", "list", 5.0),
+    ("elementwise_chain_hbm.json", "seed-davinci-hbm", "list", 5.0),
 ]
+
+#: skipped by --quick
+LARGE = {"matmul_gelu.json", "attention.json", "attention_tail.json", "ffn_layernorm.json",
+         "elementwise_chain_hbm.json"}
 
 
 def digests(quick: bool) -> dict[str, str]:
     """``"example/mode/file" -> sha256`` of every output file of every case."""
     out = {}
     for example, hw, method, limit in CASES:
-        if quick and example == "matmul_gelu.json":
+        if quick and example in LARGE:
             continue
         for mode in ("flags", "timed"):
             res = compile_graph(ROOT / "examples" / example, hw, method=method, mode=mode,
@@ -59,7 +69,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("action", choices=("record", "compare"))
     ap.add_argument("dir", type=Path, help="where the digests are kept")
-    ap.add_argument("--quick", action="store_true", help="skip the 4096^3 GEMM")
+    ap.add_argument("--quick", action="store_true", help="skip the large examples")
     args = ap.parse_args()
     now = digests(args.quick)
     path = args.dir / "digests.txt"
@@ -70,7 +80,8 @@ def main() -> int:
         return 0
     before = dict(line.split() for line in path.read_text().splitlines())
     bad = [k for k in sorted(before) if k in now and now[k] != before[k]]
-    missing = [k for k in sorted(before) if k not in now and not (args.quick and "matmul_gelu" in k)]
+    missing = [k for k in sorted(before)
+               if k not in now and not (args.quick and k.split("/")[0] in LARGE)]
     for k in bad:
         print(f"DIFFERS {k}")
     for k in missing:
