@@ -29,6 +29,7 @@ from staticsched._fields import (
     read_text_file,
 )
 from staticsched.errors import GraphError, InputError
+from staticsched.model.graphs import topological_order
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.model.opkinds import (
     KINDS,
@@ -304,26 +305,16 @@ class OpGraph:
         # ops Kahn could not order (find_cycle on the whole 170k-op graph takes ~50 s).
         n = len(self.ops)
         succ: list[list[int]] = [[] for _ in range(n)]
-        indeg = [0] * n
         idx = self.op_index
         for e in self.edges:
-            a, b = idx[e.src], idx[e.dst]
-            succ[a].append(b)
-            indeg[b] += 1
-        stack = [i for i in range(n) if indeg[i] == 0]
-        seen = 0
-        while stack:
-            i = stack.pop()
-            seen += 1
-            for j in succ[i]:
-                indeg[j] -= 1
-                if indeg[j] == 0:
-                    stack.append(j)
-        if seen == n:
+            succ[idx[e.src]].append(idx[e.dst])
+        ordered = topological_order(succ)
+        if len(ordered) == n:
             return
-        left = [i for i in range(n) if indeg[i] > 0]
+        left = sorted(set(range(n)).difference(ordered))
+        on = set(left)
         g = nx.DiGraph()
-        g.add_edges_from((self.ops[i].id, self.ops[j].id) for i in left for j in succ[i] if indeg[j] > 0)
+        g.add_edges_from((self.ops[i].id, self.ops[j].id) for i in left for j in succ[i] if j in on)
         cycle = nx.find_cycle(g)
         path = [u for u, _ in cycle] + [cycle[0][0]]
         pr.add(f"dependency cycle: {' -> '.join(path)}")
