@@ -79,6 +79,16 @@ class SyncModel:
     cross_core_event_ids: int = 16
     cross_core_latency: int = 0
 
+    def latency(self, src: tuple[int, str], dst: tuple[int, str]) -> int:
+        """Cycles from an op on pipe ``src`` = ``(core, unit)`` ending to a dependent op on pipe
+        ``dst`` starting: 0 on one pipe (program order), ``flag_latency`` across the pipes of
+        one core (a flag carries the dependency), ``cross_core_latency`` across cores. The one
+        definition of an edge's latency: the solver, the normaliser, the schedule check, the
+        sync planner and the program builder all use it."""
+        if src[0] != dst[0]:
+            return self.cross_core_latency
+        return self.flag_latency if src[1] != dst[1] else 0
+
 
 @attrs.frozen
 class TransferPath:
@@ -139,7 +149,7 @@ class CubeModel:
         if rate is None:
             raise InputError(f"cube: no macs_per_cycle for dtype '{dtype}'")
         fm, fn, fk = self.fractal
-        macs = _pad(m, fm) * _pad(n, fn) * _pad(k, fk)
+        macs = round_up(m, fm) * round_up(n, fn) * round_up(k, fk)
         return self.overhead + max(1, math.ceil(macs / rate))
 
 
@@ -161,7 +171,8 @@ class VectorModel:
         return self.overhead + max(1, math.ceil(nbytes * p / self.bytes_per_cycle))
 
 
-def _pad(x: int, q: int) -> int:
+def round_up(x: int, q: int) -> int:
+    """``x`` padded up to a multiple of ``q`` (fractals, alignments): the one definition."""
     return -(-x // q) * q
 
 

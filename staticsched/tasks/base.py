@@ -333,10 +333,6 @@ def spans(total: int, step: int) -> tuple[tuple[int, int], ...]:
     return tuple((s, min(s + step, total)) for s in range(0, total, step))
 
 
-def round_up(x: int, q: int) -> int:
-    return -(-x // q) * q
-
-
 def largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     """Largest ``x`` in ``[lo, hi]`` with ``ok(x)``, given ``ok(lo)`` and ``ok`` monotone."""
     while lo < hi:

@@ -20,7 +20,7 @@ import numpy as np
 
 from staticsched._fields import check_keys
 from staticsched.errors import TilingError
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import Hardware, round_up
 from staticsched.model.vecops import USER_OPS, VECOPS, extent
 from staticsched.tasks.base import (
     ReadContext,
@@ -33,7 +33,6 @@ from staticsched.tasks.base import (
     largest,
     per_core,
     read_op,
-    round_up,
 )
 from staticsched.tasks.builder import FP16, Builder
 

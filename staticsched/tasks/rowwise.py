@@ -23,7 +23,7 @@ import numpy as np
 
 from staticsched._fields import check_keys, get_int, get_mapping
 from staticsched.errors import TilingError
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import Hardware, round_up
 from staticsched.tasks.base import (
     ReadContext,
     RowGrid,
@@ -35,7 +35,6 @@ from staticsched.tasks.base import (
     hardware_needs,
     per_core,
     read_op,
-    round_up,
 )
 from staticsched.tasks.builder import FP16, Builder
 from staticsched.tasks.rowops import DEFAULT_EPS, ROWOPS, Block, Ctx, RowOp

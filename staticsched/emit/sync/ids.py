@@ -111,11 +111,16 @@ class IdAssigner:
             lst.sort(key=lambda f: (lay.end[self.drafts[f].set_op], lay.pipe_of[self.drafts[f].set_op], f))
         for lst in self.out_flags.values():
             lst.sort(key=lambda f: (lay.pipe_of[self.drafts[f].wait_op], f))
-        self.latency = {"flag": sync.flag_latency, "cross": sync.cross_core_latency}
+        self.sync = sync
         self.pools = Pools(sync)
         self.clocks = _Clocks(len(lay.pipes))
         self.text = _Text()
         self.trav = _Traversal()
+
+    def latency(self, set_op: int, wait_op: int) -> int:
+        """The latency of a flag set after op ``set_op`` and waited on by ``wait_op``'s pipe."""
+        lay = self.lay
+        return self.sync.latency(lay.pipes[lay.pipe_of[set_op]], lay.pipes[lay.pipe_of[wait_op]])
 
     # ---------------------------------------------------------------- pools
     def key(self, kind: str, set_op: int, wait_op: int) -> PoolKey:
@@ -197,7 +202,7 @@ class IdAssigner:
             clock[q] = clocks.step(q)
             clocks.cur[q] = clock
             clocks.wait_clock[f] = clock
-            clocks.now[q] = max(clocks.now[q], clocks.set_time[f] + self.latency[d.kind])
+            clocks.now[q] = max(clocks.now[q], clocks.set_time[f] + self.latency(d.set_op, d.wait_op))
             last = LastWait(q, clocks.mark[q], clocks.now[q], f)
             self.passed(self.key(d.kind, d.set_op, x), d.event, last)
             n += 1
@@ -213,7 +218,7 @@ class IdAssigner:
         end = self.lay.end[x]
         set_time = self.clocks.set_time
         for f in self.in_flags.get(nxt, ()):
-            if f not in set_time or set_time[f] + self.latency[self.drafts[f].kind] > end:
+            if f not in set_time or set_time[f] + self.latency(self.drafts[f].set_op, nxt) > end:
                 return False
         return True
 
@@ -320,7 +325,7 @@ class IdAssigner:
             np.maximum(clock, src_clock, out=clock)
             clock[q] = clocks.step(q)
             clocks.wait_clock[c] = clock.copy()
-            clocks.now[q] = max(clocks.now[q], st.time + self.latency[kind])
+            clocks.now[q] = max(clocks.now[q], st.time + self.latency(src_op, x))
             self.passed(rkey, m, LastWait(q, clocks.mark[q], clocks.now[q], c))
             return k
         return -1
