@@ -19,7 +19,8 @@ from __future__ import annotations
 import attrs
 
 from staticsched.solver.links import link_bound
-from staticsched.solver.problem import Problem, head_lengths, tail_lengths
+from staticsched.solver.paths import head_lengths, tail_lengths
+from staticsched.solver.problem import Problem
 
 
 @attrs.frozen
@@ -59,7 +60,7 @@ def lower_bound(prob: Problem, core_names: tuple[int, ...] | None = None) -> Bou
     head = [None] * npipes
     tail = [None] * npipes
     for i in range(prob.n):
-        p = prob.pipe[i]
+        p = prob.pipe_of[i]
         busy[p] += prob.dur[i]
         after = q[i] - prob.dur[i]
         head[p] = h[i] if head[p] is None else min(head[p], h[i])

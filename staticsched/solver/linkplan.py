@@ -27,8 +27,9 @@ import attrs
 from staticsched.model.hardware import Hardware
 from staticsched.model.links import Transfer, rate_text
 from staticsched.model.opgraph import OpGraph
+from staticsched.solver.decompose import build_problems
 from staticsched.solver.links import LinkDemand, attach_links, link_demands, transfers_of
-from staticsched.solver.problem import Problem, ProblemMap, build_problems
+from staticsched.solver.problem import Problem, ProblemMap
 
 Pair = tuple[Problem, ProblemMap]
 

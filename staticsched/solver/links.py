@@ -236,12 +236,8 @@ def link_order_edges(prob: Problem, starts: Sequence[int]) -> list[tuple[int, in
     if not prob.link_overhead_holds:
         return [(a, b, -over[b]) for a, b in pairs]
 
-    def flag(a: int, b: int) -> int:
-        # in flags mode the order is a flag: its latency, as for any dependency
-        pa, pb = prob.pipes[prob.pipe[a]], prob.pipes[prob.pipe[b]]
-        return 0 if pa == pb else prob.hold if pa[0] == pb[0] else prob.cross_hold
-
-    return [(a, b, flag(a, b)) for a, b in pairs]
+    # in flags mode the order is a flag: its latency, as for any dependency
+    return [(a, b, prob.latency(a, b)) for a, b in pairs]
 
 
 @attrs.frozen

@@ -91,9 +91,10 @@ class Variables:
                 end = model.new_int_var(0, self.horizon, f"le{k}")
                 self.live_end_var[k] = end
             self.live_end[k] = end
-            size = model.new_int_var(it.min_live + prob.hold, self.horizon + prob.hold, f"hs{k}")
+            gap = prob.reuse_gap
+            size = model.new_int_var(it.min_live + gap, self.horizon + gap, f"hs{k}")
             self.hold_size[k] = size
-            self.hold[k] = model.new_interval_var(self.start[it.first], size, end + prob.hold, f"hold{k}")
+            self.hold[k] = model.new_interval_var(self.start[it.first], size, end + gap, f"hold{k}")
             if not sp.slot:
                 if k in fixed_offsets:
                     lo = top = fixed_offsets[k] // sp.alignment
