@@ -264,13 +264,9 @@ class OpGraph:
 
     def _check_kind(self, op: Op, kind, hw: Hardware, pr: Problems) -> None:
         a = op.attr
-        min_reads = len(kind.reads) - kind.optional_reads
-        extra = 1 if kind.name == "mmad" and not a.get("init", True) else 0
-        if not (min_reads + extra <= len(op.reads) <= len(kind.reads) + extra):
-            pr.add(
-                f"op '{op.id}': kind '{kind.name}' reads {len(op.reads)} items, "
-                f"expected {min_reads + extra}..{len(kind.reads) + extra}"
-            )
+        lo, hi = kind.read_range(a)
+        if not (lo <= len(op.reads) <= hi):
+            pr.add(f"op '{op.id}': kind '{kind.name}' reads {len(op.reads)} items, expected {lo}..{hi}")
         if len(op.writes) != len(kind.writes):
             pr.add(
                 f"op '{op.id}': kind '{kind.name}' writes {len(op.writes)} items, expected {len(kind.writes)}"
