@@ -9,7 +9,7 @@ latest one before it) and gives the implied RAW/WAR/WAW edges; explicit
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -440,17 +440,35 @@ def opgraph_to_dict(g: OpGraph) -> dict[str, Any]:
             body["kind"] = op.kind
         if op.deps:
             body["deps"] = list(op.deps)
-        if op.reads:
-            body["reads"] = list(op.reads)
-        if op.writes:
-            body["writes"] = list(op.writes)
-        if op.attrs:
-            types = KINDS[op.kind].attr_types
-            body["attrs"] = {k: attr_to_json(types[k], v) for k, v in op.attrs}
-        ops.append(body)
+        types = KINDS[op.kind].attr_types if op.attrs else {}
+        ops.append(operands_to_json(body, op.reads, op.writes, op.attrs, types))
     out["ops"] = ops
     if g.source:
         out["source"] = g.source
+    return out
+
+
+def attrs_to_json(types: Mapping[str, str], attrs_: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """An op's attributes as JSON values, by their declared types."""
+    return {k: attr_to_json(types[k], v) for k, v in attrs_}
+
+
+def operands_to_json(
+    out: dict[str, Any],
+    reads: Sequence[str],
+    writes: Sequence[str],
+    attrs_: Sequence[tuple[str, Any]],
+    types: Mapping[str, str],
+) -> dict[str, Any]:
+    """``out`` (an op's JSON object) with the op's ``reads``, ``writes`` and ``attrs`` added,
+    each only when not empty: how OpGraph files and programs (``program.json``) both write an
+    op's accesses and attributes."""
+    if reads:
+        out["reads"] = list(reads)
+    if writes:
+        out["writes"] = list(writes)
+    if attrs_:
+        out["attrs"] = attrs_to_json(types, attrs_)
     return out
 
 
