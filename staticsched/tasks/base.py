@@ -73,14 +73,16 @@ Tensors = Mapping[str, TensorDecl | None]
 @attrs.define
 class ReadContext:
     """What a kind's reader gets besides the task body: the declared tensors, where to report,
-    and the problem lists (tiling problems apart, so a file whose only problems are tilings
-    raises :class:`~staticsched.errors.TilingError`)."""
+    the problem lists (tiling problems apart, so a file whose only problems are tilings
+    raises :class:`~staticsched.errors.TilingError`), and which kind takes which ``op``
+    (the registry's ``KIND_OF_OP``, for hints)."""
 
     tensors: Tensors
     where: str
     task_id: str
     pr: Problems
     tiling_pr: Problems
+    kind_of_op: Mapping[str, str] = attrs.field(factory=dict)
 
     def add(self, line: str) -> None:
         self.pr.add(f"{self.where}: {line}")
@@ -344,12 +346,12 @@ def largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     return lo
 
 
-def read_op(
-    body: Mapping[str, Any], ctx: ReadContext, choices: Sequence[str], *, hint: Callable[[str], str]
-) -> str:
+def read_op(body: Mapping[str, Any], ctx: ReadContext, choices: Sequence[str]) -> str:
     """The ``op`` of a task, from ``choices``; an op of another kind names that kind."""
     raw = body.get("op")
     if isinstance(raw, str) and raw and raw not in choices:
-        ctx.add(f"'op' = {raw!r} is not one of {', '.join(choices)}{hint(raw)}")
+        other = ctx.kind_of_op.get(raw)
+        hint = f" ('{raw}' is an op of '{other}' tasks)" if other else ""
+        ctx.add(f"'op' = {raw!r} is not one of {', '.join(choices)}{hint}")
         return ""
     return get_str(body, "op", ctx.where, ctx.pr)

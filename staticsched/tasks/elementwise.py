@@ -66,21 +66,12 @@ class ElementwiseTask:
         return (self.out,)
 
 
-def _hint(op: str) -> str:
-    from staticsched.tasks import KINDS
-
-    for kind in KINDS.values():
-        if op in getattr(kind, "ops", ()):
-            return f" ('{op}' is an op of '{kind.name}' tasks)"
-    return ""
-
-
 def read(body: Mapping[str, Any], ctx: ReadContext) -> ElementwiseTask | None:
     from staticsched.tasks.matmul import operand_fits, operand_shape
 
     w, pr = ctx.where, ctx.pr
     check_keys(body, _KEYS, w, pr)
-    op = read_op(body, ctx, OPS, hint=_hint)
+    op = read_op(body, ctx, OPS)
     vop = VECOPS.get(op) if op in OPS else None
     value = ctx.number(body, "value")
     if "value" not in body and vop is not None and vop.scalar == "required":
@@ -286,4 +277,5 @@ KIND = TaskKind(
     needs=needs,
     reference=reference,
     strategy=strategy,
+    ops=OPS,
 )

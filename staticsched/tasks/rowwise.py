@@ -85,16 +85,10 @@ class RowwiseTask:
 # --------------------------------------------------------------------------- reading
 
 
-def _hint(op: str) -> str:
-    from staticsched.model.vecops import VECOPS
-
-    return f" ('{op}' is an op of 'elementwise' tasks)" if op in VECOPS else ""
-
-
 def read(body: Mapping[str, Any], ctx: ReadContext) -> RowwiseTask | None:
     w, pr = ctx.where, ctx.pr
     check_keys(body, _KEYS, w, pr)
-    op = read_op(body, ctx, OPS, hint=_hint)
+    op = read_op(body, ctx, OPS)
     x = ctx.tensor(body, "input")
     out = ctx.tensor(body, "out")
     rop = ROWOPS.get(op)
