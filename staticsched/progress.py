@@ -118,7 +118,7 @@ def as_progress(progress: Progress | Callable[[str], None] | None) -> Progress:
         return progress
     if progress is None:
         return silent()
-    p = Progress(_CallbackStream(progress), tty=False)
+    p = Progress(_CallbackStream(progress), tty=False)  # type: ignore[arg-type]
     return p
 
 

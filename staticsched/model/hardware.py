@@ -138,7 +138,8 @@ class CubeModel:
     """Matrix unit: ``overhead + ceil(M'N'K' / macs_per_cycle[dtype])`` with dims padded to ``fractal``."""
 
     unit: str
-    fractal: tuple[int, int, int] = attrs.field(converter=tuple, default=(16, 16, 16))
+    #: (m, n, k)
+    fractal: tuple[int, ...] = attrs.field(converter=tuple, default=(16, 16, 16))
     macs_per_cycle: tuple[tuple[str, int], ...] = attrs.field(
         converter=lambda d: tuple(sorted(dict(d).items())), default=(("float16", 4096),)
     )

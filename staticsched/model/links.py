@@ -28,7 +28,8 @@ class Transfer:
     first, at most ``path_units`` (its path's rate, in rate units), on ``links`` (names)."""
 
     bytes: int
-    path: tuple[str, str] = attrs.field(converter=tuple)
+    #: (src space, dst space)
+    path: tuple[str, ...] = attrs.field(converter=tuple)
     overhead: int
     path_units: int
     links: tuple[str, ...] = attrs.field(converter=tuple)
@@ -71,7 +72,9 @@ def op_transfer(op: Op, graph: OpGraph, hw: Hardware) -> Transfer | None:
     reads, writes = shapes[: len(op.reads)], shapes[len(op.reads):]
     if len(reads) < len(kind.reads) or len(writes) < len(kind.writes):
         return None
-    src, dst, nbytes = transfer_route(hw, op.kind, a, reads, writes)
+    route = transfer_route(hw, op.kind, a, reads, writes)
+    assert route is not None  # a transfer kind
+    src, dst, nbytes = route
     links = hw.links_of(src, dst)
     if not links or not hw.has_path(src, dst):
         return None

@@ -55,7 +55,8 @@ class Tensor:
     """A GM tensor (2-D, row-major)."""
 
     name: str
-    shape: tuple[int, int] = attrs.field(converter=tuple)
+    #: (rows, cols)
+    shape: tuple[int, ...] = attrs.field(converter=tuple)
     dtype: str = "float16"
 
     @property

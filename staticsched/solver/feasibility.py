@@ -85,8 +85,8 @@ def model_violations(prob: Problem, starts: Sequence[int], offsets: Sequence[int
                 out.append(f"budget {b} exceeded")
                 break
     for k, lk in enumerate(prob.links):
-        holds = [(b, e, u) for _, b, e, u, on in holds_of(prob, starts) if k in on]
-        peak, at = peak_usage(holds)
+        on_link = [(b, e, u) for _, b, e, u, on in holds_of(prob, starts) if k in on]
+        peak, at = peak_usage(on_link)
         if peak > lk.units:
             out.append(f"link {lk.name} holds {peak} units at {at}, has {lk.units}")
     return out

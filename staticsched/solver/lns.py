@@ -338,7 +338,7 @@ def _subproblem(prob: Problem, ops: list[int], items: list[int], tokens: list[in
                 tok.budget,
                 [local[c] for c in tok.consumers],
                 tok.latency,
-                [[local[r] for r in rv] for rv in tok.triggers],
+                [tuple(local[r] for r in rv) for rv in tok.triggers],
             )
         )
     sub_xfers = [attrs.evolve(x, op=local[x.op]) for x in prob.xfers if x.op in local]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
+from ortools.sat.python.cp_model_helper import Literal
 
 from staticsched.solver.problem import Problem
 
@@ -140,7 +141,7 @@ class Variables:
         self.tail_sizes.append(size)
         return self.model.new_interval_var(self.makespan + slack, size, end, name)
 
-    def runs_after(self, a: int, b: int) -> cp_model.LinearExprT:
+    def runs_after(self, a: int, b: int) -> Literal:
         """Literal "op ``a`` starts after op ``b`` ends" for two ops on one pipe."""
         lo, hi = min(a, b), max(a, b)
         lit = self._after.get((lo, hi))

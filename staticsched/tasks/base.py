@@ -159,7 +159,8 @@ class TilingInfo:
     buffers: int
     derived: bool
     blocks: int
-    per_core: tuple[int, int] = attrs.field(converter=tuple)
+    #: (fewest, most) blocks of one core
+    per_core: tuple[int, ...] = attrs.field(converter=tuple)
     what: str = ""
     combine: str = ""
 
@@ -205,19 +206,24 @@ def per_core(units: int, cores: int) -> tuple[int, int]:
 class Plan(Protocol):
     """A task cut for one hardware model."""
 
-    task: Any
+    @property
+    def task(self) -> Any:
+        """The task."""
+        ...
 
     @property
     def blocks(self) -> int:
         """Units of work assigned to cores round-robin."""
+        ...
 
     @property
     def op_count(self) -> int:
         """Ops :meth:`lower` emits (computed from shapes and tilings, nothing built)."""
+        ...
 
-    def info(self, hw: Hardware) -> TilingInfo: ...
+    def info(self, hw: Hardware, /) -> TilingInfo: ...
 
-    def lower(self, b: Builder) -> None: ...
+    def lower(self, b: Builder, /) -> None: ...
 
 
 @attrs.frozen
@@ -293,7 +299,7 @@ def hardware_needs(
             lines.append(f"{w}: no transfer path {s}->{d} in [[paths]]")
     if cube and hw.cube is None:
         lines.append(f"{w}: no [cube] section")
-    elif cube and "float16" not in dict(hw.cube.macs_per_cycle):
+    elif cube and hw.cube is not None and "float16" not in dict(hw.cube.macs_per_cycle):
         lines.append(f"{w}: [cube] has no macs_per_cycle for float16")
     if vector and hw.vector is None:
         lines.append(f"{w}: no [vector] section")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import numpy as np
@@ -356,21 +357,23 @@ class IdAssigner:
         )
 
     # ---------------------------------------------------------------- text
-    def streams(self) -> list[tuple[int, str, list[tuple[str, str | int]]]]:
+    def streams(self) -> list[tuple[int, str, list[tuple[str, Any]]]]:
         """The planned streams as ``(core, unit, slots)``: per op its WAITs, the SETs of the op
         before when they waited for those WAITs, the op, then what follows it; credit SETs
         right behind the WAIT they rely on."""
         lay, text = self.lay, self.text
         out = []
         for q, (core, unit) in enumerate(lay.pipes):
-            slots: list[tuple[str, str | int]] = []
+            slots: list[tuple[str, Any]] = []
             for x in lay.seq[q]:
                 for f in self.in_flags.get(x, ()):
                     slots.append(("wait", f))
                     slots += [("set", c) for c in text.behind.get(f, ())]
-                for what, f in (*text.lead.get(x, ()), ("op", lay.ids[x]), *text.after.get(x, ())):
-                    slots.append((what, f))
+                around: list[tuple[str, Any]] = [*text.lead.get(x, ()), ("op", lay.ids[x]),
+                                                 *text.after.get(x, ())]
+                for what, ref in around:
+                    slots.append((what, ref))
                     if what == "wait":
-                        slots += [("set", c) for c in text.behind.get(f, ())]
+                        slots += [("set", c) for c in text.behind.get(ref, ())]
             out.append((core, unit, slots))
         return out
