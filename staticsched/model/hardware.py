@@ -104,8 +104,14 @@ class TransferPath:
         """Cycles to move ``nbytes`` at the path's rate, or at ``units`` rate units
         (``RATE_DENOM`` per byte per cycle) when a shared link slows it (0: the path's rate)."""
         if units:
-            return self.overhead + max(1, -(-nbytes * RATE_DENOM // units))
+            return self.overhead + rate_cycles(nbytes, units)
         return self.overhead + max(1, math.ceil(nbytes / self.bytes_per_cycle))
+
+
+def rate_cycles(nbytes: int, units: int) -> int:
+    """Cycles (at least one) to move ``nbytes`` at ``units`` rate units, ``RATE_DENOM`` of
+    which make a byte per cycle: the one definition of a transfer's data phase at a rate."""
+    return max(1, -(-nbytes * RATE_DENOM // units))
 
 
 #: transfer rates are multiples of 1/RATE_DENOM bytes per cycle, so that every rate, link
