@@ -1,7 +1,7 @@
 """Classic job-shop instances (``benchmarks/jobshop/``) as OpGraphs.
 
 A job shop maps onto the execution model directly
-(:func:`staticsched.model.synthetic.job_shop`): one core, one unit (pipe) per machine, each
+(``benchmarks/synthetic.py``: :func:`job_shop`): one core, one unit (pipe) per machine, each
 job a chain of explicit dependencies, no items. The data files are in the OR-Library format
 (first line ``jobs machines``, then per job ``machine duration`` pairs in processing order);
 ``instances.csv`` holds each instance's optimum or bounds and source (see
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import attrs
 
+from benchmarks.synthetic import job_shop
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
-from staticsched.model.synthetic import job_shop
 
 DATA = Path(__file__).resolve().parent / "jobshop"
 

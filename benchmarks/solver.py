@@ -53,9 +53,9 @@ from jssp import INSTANCES as JOBSHOPS  # noqa: E402
 from jssp import load_jobshop  # noqa: E402
 from peer_cpsat import peer_solve  # noqa: E402
 
+from benchmarks.synthetic import tile_pipeline  # noqa: E402
 from staticsched.model.hardware import Hardware, load_hardware  # noqa: E402
 from staticsched.model.opgraph import Item, Op, OpGraph, load_opgraph  # noqa: E402
-from staticsched.model.synthetic import tile_pipeline  # noqa: E402
 from staticsched.solver import build_problems, list_schedule, lower_bound, solve  # noqa: E402
 
 

@@ -141,20 +141,9 @@ def compile_graph(
     return Compiled(og, final, program, plan, rep.timings[done:])
 
 
-def schedule(
-    graph: Any,
-    hw: Hardware | str | Path,
-    *,
-    time_limit: float = 60.0,
-    seed: int = 0,
-    workers: int = 1,
-    method: str = "cpsat",
-    mode: str = "flags",
-    op_budget: int | None = DEFAULT_OP_BUDGET,
-    wall_clock: bool = False,
-    link_policy: str = "auto",
-) -> Schedule:
-    """Schedule a task graph or op graph on a hardware model.
+def schedule(graph: Any, hw: Hardware | str | Path, **options: Any) -> Schedule:
+    """Schedule a task graph or op graph on a hardware model: :func:`compile_graph`'s
+    schedule. The keyword options are :func:`compile_graph`'s, with its defaults.
 
     Parameters
     ----------
@@ -203,10 +192,7 @@ def schedule(
     StaticschedError
         For bad input (``InputError`` subclasses) or an infeasible problem (``InfeasibleError``).
     """
-    return compile_graph(
-        graph, hw, time_limit=time_limit, seed=seed, workers=workers, method=method, mode=mode,
-        op_budget=op_budget, wall_clock=wall_clock, link_policy=link_policy,
-    ).schedule
+    return compile_graph(graph, hw, **options).schedule
 
 
 def tune(

@@ -15,9 +15,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-#: the phases of a full run, in order (the summary's phase table keeps this order)
-PHASES = ("lower", "solve", "plan sync", "build program", "write", "verify")
-
 
 class Counter:
     """Progress of one long phase: ``update(n)`` adds ``n`` done units of ``total``."""
@@ -118,7 +115,7 @@ def as_progress(progress: Progress | Callable[[str], None] | None) -> Progress:
         return progress
     if progress is None:
         return silent()
-    p = Progress(_CallbackStream(progress), tty=False)
+    p = Progress(_CallbackStream(progress), tty=False)  # type: ignore[arg-type]
     return p
 
 

@@ -4,7 +4,10 @@ Every ``import``/``from ... import`` anywhere in a module (at the top or inside 
 is an edge, except those under ``if TYPE_CHECKING:``, which never run. ``from pkg import sub``
 of a submodule is an edge to the submodule (Python runs the package's ``__init__`` first, as
 for any submodule, which every module of a package does); ``from pkg import name`` of anything
-else is an edge to the package. The verifier must not reach the solver or the sync planner.
+else is an edge to the package. A call of ``importlib.import_module`` (the task-kind registry)
+is an edge to every submodule of the caller's package that a string in the caller names. The
+verifier must not reach the solver or the sync planner, and every module is imported by some
+module of the package (nothing in it is there for the tests alone).
 """
 
 from __future__ import annotations
@@ -60,10 +63,23 @@ def import_graph() -> nx.DiGraph:
                 for a in node.names:
                     sub = f"{base}.{a.name}"
                     targets.append(sub if sub in mods else base)
+            if isinstance(node, ast.Call) and _calls_import_module(node):
+                targets = [f"{package}.{c}" for c in _strings(tree)]
             for t in targets:
                 if t in mods and t != name:
                     g.add_edge(name, t)
     return g
+
+
+def _calls_import_module(node: ast.Call) -> bool:
+    f = node.func
+    return (isinstance(f, ast.Name) and f.id == "import_module") or (
+        isinstance(f, ast.Attribute) and f.attr == "import_module"
+    )
+
+
+def _strings(tree: ast.AST) -> set[str]:
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
 def test_no_import_circles():
@@ -89,3 +105,17 @@ def test_the_verifier_does_not_reach_the_producer():
 def _parents(name: str) -> list[str]:
     parts = name.split(".")
     return [".".join(parts[:k]) for k in range(2, len(parts))]
+
+
+def test_dynamic_imports_are_edges():
+    # the task kinds are imported by name through the registry
+    kinds = {"matmul", "elementwise", "rowwise", "attention"}
+    assert {f"staticsched.tasks.{k}" for k in kinds} <= set(import_graph().successors("staticsched.tasks"))
+
+
+def test_every_module_is_imported_by_the_package():
+    g = import_graph()
+    packages = {n.rpartition(".")[0] for n in g.nodes}
+    entry = {"staticsched", "staticsched.__main__"}
+    unused = sorted(n for n in g.nodes if g.in_degree(n) == 0 and n not in entry | packages)
+    assert unused == [], f"modules only the tests (or nothing) import: {unused}"

@@ -5,9 +5,9 @@ Data in the OR-Library format: per job, (machine, duration) pairs in processing 
 
 import pytest
 
+from benchmarks.synthetic import job_shop
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
-from staticsched.model.synthetic import job_shop
 from staticsched.solver import solve
 
 # Fisher & Thompson (1963) 6x6, optimum 55

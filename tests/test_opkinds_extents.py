@@ -118,3 +118,12 @@ def test_check_holds_kinded_ops_to_extents_and_the_cost_model():
         with pytest.raises(GraphError) as exc:
             _graph(op).check(SEED)
         assert needle in str(exc.value)
+
+
+def test_an_accumulating_mmad_also_reads_its_output():
+    # the kind table says so (``init``): the OpGraph check takes its read counts from there
+    mmad, vec = KINDS["mmad"], KINDS["vec"]
+    assert mmad.read_range({"m": 16, "n": 16, "k": 16}) == (2, 2)
+    assert mmad.read_range({"m": 16, "n": 16, "k": 16, "init": True}) == (2, 2)
+    assert mmad.read_range({"m": 16, "n": 16, "k": 16, "init": False}) == (3, 3)
+    assert vec.read_range({"op": "add", "rows": 1, "cols": 1}) == (1, 2)

@@ -65,11 +65,13 @@ def test_bad_rowwise_tasks_are_one_line_each(d, needle):
     assert len(exc.value.problems) == 1 and needle in exc.value.problems[0], exc.value.problems
 
 
-def test_elementwise_with_an_op_of_another_kind_names_that_kind():
+@pytest.mark.parametrize(("kind", "op", "owner"), [("elementwise", "softmax", "rowwise"),
+                                                   ("rowwise", "relu", "elementwise")])
+def test_a_task_with_an_op_of_another_kind_names_that_kind(kind, op, owner):
     d = graph({"x": (4, 4), "y": (4, 4)},
-               {"id": "e", "type": "elementwise", "op": "softmax", "inputs": ["x"], "out": "y"})
-    hint = r"\('softmax' is an op of 'rowwise' tasks\)"
-    with pytest.raises(GraphError, match=r"'op' = 'softmax' is not one of .*" + hint):
+               {"id": "t", "type": kind, "op": op, "inputs": ["x"], "out": "y"})
+    hint = rf"\('{op}' is an op of '{owner}' tasks\)"
+    with pytest.raises(GraphError, match=rf"'op' = '{op}' is not one of .*" + hint):
         taskgraph_from_dict(d)
 
 

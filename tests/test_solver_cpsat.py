@@ -4,7 +4,7 @@
 import pytest
 from ortools.sat.python import cp_model
 
-from staticsched.model import synthetic
+from benchmarks import synthetic
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.solver import build_problems, list_schedule, lower_bound, solve

@@ -7,7 +7,7 @@ import attrs
 from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
 from staticsched.model.opgraph import Item, Op, OpGraph
 from staticsched.solver import build_problems, solve
-from staticsched.solver.problem import core_groups
+from staticsched.solver.decompose import core_groups
 
 HW = Hardware(
     "quad",

@@ -1,5 +1,5 @@
-"""The solver's index-space normalisation equals the model's reference functions
-(``deps.address_edges`` + ``deps.semi_active_starts``) and never delays an op."""
+"""The solver's index-space normalisation equals the reference functions on op names
+(``deps.address_edges`` + ``oracles.semi_active_starts``) and never delays an op."""
 
 from hypothesis import HealthCheck, given, settings
 from test_solver_property import examples, instances
@@ -9,6 +9,7 @@ from staticsched.model.schedule import Placement
 from staticsched.solver import build_problems, list_schedule
 from staticsched.solver.list_sched import Stuck
 from staticsched.solver.normalize import live_ranges, semi_active
+from tests.oracles import semi_active_starts
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -38,5 +39,5 @@ def test_index_space_normalisation_matches_deps(case):
             order.setdefault((op.core, op.unit), []).append(op.id)
         inside = {graph.ops[g].id for g in pmap.ops}
         edges = [e for e in (*graph.edges, *deps.address_edges(graph, placements)) if e.src in inside]
-        ref = deps.semi_active_starts(graph, hw, order, edges)
+        ref = semi_active_starts(graph, hw, order, edges)
         assert [ref[graph.ops[g].id] for g in pmap.ops] == ours

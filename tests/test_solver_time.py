@@ -5,7 +5,7 @@ import math
 import pytest
 from test_jobshop import FT06, LA01, jobshop
 
-from staticsched.model import synthetic
+from benchmarks import synthetic
 from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
 from staticsched.model.opgraph import Op, OpGraph
 from staticsched.solver import build_problems, solve

@@ -8,7 +8,7 @@ from mutations import reuse_id_early
 from benchmarks.samples import matmul_program
 from staticsched.model.hardware import load_hardware
 from staticsched.verify.index import ProgramIndex
-from staticsched.verify.jitter import jitter_findings
+from staticsched.verify.jitter import collect, start
 from staticsched.verify.replay import simulate
 
 HW = load_hardware("seed-davinci")
@@ -17,7 +17,7 @@ HW = load_hardware("seed-davinci")
 def _findings(program, processes: int):
     ix = ProgramIndex(program, HW)
     rep = simulate(ix)
-    return jitter_findings(ix, rep, 4, 7, known_races=frozenset(), processes=processes)
+    return collect(start(ix, 4, 7, processes=processes), ix, rep, frozenset())
 
 
 def test_parallel_jitter_equals_sequential_jitter():

@@ -47,7 +47,7 @@ def replay_cycles(schedule: Schedule, plan: SyncPlan) -> list[list[int]]:
     sync = schedule.hw.sync
     # a transfer slowed by a shared link runs longer than its op's nominal duration
     duration = {t.id: t.end - t.start for t in schedule.ops}
-    latency = [sync.cross_core_latency if f.kind == "cross" else sync.flag_latency for f in plan.flags]
+    latency = [sync.latency((f.set_core, f.set_unit), (f.wait_core, f.wait_unit)) for f in plan.flags]
     streams = plan.streams
     cycles = [[0] * len(s.slots) for s in streams]
     at = [0] * len(streams)

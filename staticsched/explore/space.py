@@ -25,9 +25,8 @@ from typing import Any
 import attrs
 
 from staticsched.errors import TilingError
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import Hardware, round_up
 from staticsched.tasks import KINDS
-from staticsched.tasks.base import round_up
 
 #: values tried for each L1 reuse step (``step_m``, ``step_n``) when the tiling has them
 STEP_VALUES = (1, 2, 4)
@@ -62,7 +61,8 @@ def legal(task: Any, tiling: Any, hw: Hardware) -> bool:
 
 def used_tiling(task: Any, hw: Hardware) -> Any:
     """The tiling lowering uses for ``task``: its own, else the kind's derived one."""
-    return KINDS[task.type].plan(task, hw).tiling
+    plan: Any = KINDS[task.type].plan(task, hw)  # every tunable kind's plan has a tiling
+    return plan.tiling
 
 
 def tiling_fields(tiling: Any) -> dict[str, Any]:

@@ -41,11 +41,10 @@ import attrs
 import numpy as np
 
 from staticsched.explore.bounds import Work, link_cycles
-from staticsched.model.hardware import DTYPE_BYTES, Hardware
+from staticsched.model.hardware import DTYPE_BYTES, Hardware, round_up
 from staticsched.model.opkinds import KINDS as OPKINDS
 from staticsched.model.opkinds import ItemShape, item_shape
 from staticsched.model.vecops import VECOPS
-from staticsched.tasks.base import round_up
 
 FP16, FP32 = "float16", "float32"
 
@@ -198,10 +197,10 @@ class MatmulBounds:
     def _hold(self, work: dict[str, int], role: str, nbytes: int, cycles: int) -> None:
         """Count ``cycles`` of an item's life in ``work["memory SPACE"]`` when the item takes
         more than half of the space playing ``role`` (no two such items coexist)."""
-        got = self._memo.get(role)
+        got = self._memo.get(("role", role))
         if got is None:
             space = self.hw.role(role)
-            got = self._memo[role] = (f"memory {space}", self.hw.space(space).capacity)
+            got = self._memo[("role", role)] = (f"memory {space}", self.hw.space(space).capacity)
         key, cap = got
         if cap and 2 * nbytes > cap:
             work[key] = work.get(key, 0) + cycles

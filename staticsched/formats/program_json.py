@@ -15,8 +15,7 @@ from staticsched._fields import Problems, check_keys, get_int, get_list, get_str
 from staticsched.errors import ProgramError
 from staticsched.formats.encoding import MNEMONIC, attr_from_json, attr_types, check_encodable
 from staticsched.formats.jsonfmt import dumps_json, encode
-from staticsched.model.opgraph import Tensor
-from staticsched.model.opkinds import attr_to_json
+from staticsched.model.opgraph import Tensor, attrs_to_json, operands_to_json
 from staticsched.model.program import FORMAT, VERSION, Instr, ProgItem, Program, Stream
 
 _INSTR_DEFAULTS = {
@@ -39,13 +38,7 @@ def _instr_to_dict(ins: Instr) -> dict[str, Any]:
         out["id"] = ins.id
     if ins.duration:
         out["duration"] = ins.duration
-    if ins.reads:
-        out["reads"] = list(ins.reads)
-    if ins.writes:
-        out["writes"] = list(ins.writes)
-    if ins.attrs:
-        types = attr_types(ins.kind)
-        out["attrs"] = {k: attr_to_json(types[k], v) for k, v in ins.attrs}
+    operands_to_json(out, ins.reads, ins.writes, ins.attrs, attr_types(ins.kind))
     if ins.src:
         out["src"] = ins.src
     if ins.dst:
@@ -110,8 +103,7 @@ def _instr_json(ins: Instr) -> str:
     if ins.writes:
         parts.append(f'"writes": [{", ".join(map(_q, ins.writes))}]')
     if ins.attrs:
-        types = attr_types(ins.kind)
-        parts.append('"attrs": ' + encode({k: attr_to_json(types[k], v) for k, v in ins.attrs}))
+        parts.append('"attrs": ' + encode(attrs_to_json(attr_types(ins.kind), ins.attrs)))
     if ins.src:
         parts.append(f'"src": {_q(ins.src)}')
     if ins.dst:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from staticsched.errors import ProgramError
 from staticsched.formats.encoding import ARROW, KIND_OF, MNEMONIC, attr_types, check_encodable, quote
@@ -109,7 +109,9 @@ class _Line:
             return
         pos = 0
         while True:
-            pos = _SPACE.match(text, pos).end()
+            space = _SPACE.match(text, pos)
+            assert space is not None  # it matches the empty string
+            pos = space.end()
             if pos >= len(text):
                 break
             m = _TOKEN.match(text, pos)
@@ -124,7 +126,7 @@ class _Line:
                 self.toks.append(_Tok("", m["b"], False))
             pos = m.end()
 
-    def fail(self, problem: str) -> None:
+    def fail(self, problem: str) -> NoReturn:
         raise ProgramError(f"line {self.number}: {problem}")
 
     def _unquote(self, raw: str) -> str:
@@ -289,7 +291,7 @@ def parse_program_text(text: str) -> Program:
     ProgramError
         At the first problem, naming the line number and what is wrong.
     """
-    header: dict[str, object] = {}
+    header: dict[str, Any] = {}
     tensors: list[Tensor] = []
     items: list[ProgItem] = []
     streams: list[Stream] = []

@@ -1,22 +1,20 @@
-"""Happens-before requirements of a placed schedule and the timing they imply.
+"""Happens-before requirements of a placed schedule.
 
 ``graph.edges`` gives explicit deps and same-item RAW/WAR/WAW edges. Once items
 have addresses, two different items whose byte ranges overlap in one core's
 space and whose live ranges follow each other add WAR/WAW edges from the
-earlier item's last accesses to the later item's first write
-(:func:`address_edges`). :func:`semi_active_starts` then gives the earliest
-start of every op an in-order executor would reach (DESIGN §5 normalisation).
+earlier item's tail accesses (:func:`tail_accesses`) to the later item's first
+write (:func:`address_edges`, by the rule of :func:`reuse_predecessors`).
+Each edge carries :func:`edge_latency`. The solver's normaliser
+(:mod:`staticsched.solver.normalize`) turns a timetable into its semi-active form
+with these edges (DESIGN §5 normalisation).
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 
-import networkx as nx
-
-from staticsched.errors import InfeasibleError
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import Edge, OpGraph
 from staticsched.model.placement import Placement
@@ -27,38 +25,52 @@ def address_edges(graph: OpGraph, placements: Sequence[Placement]) -> tuple[Edge
 
     For items ``X`` then ``Y`` (``X.end <= Y.start``) overlapping in ``(core, space)`` bytes:
     ``WAW`` from X's last write to Y's first write and ``WAR`` from each read of X after its
-    last write to Y's first write. Only the latest earlier occupant of each byte gets an edge:
-    it is itself ordered after the occupants before it, so together with the same-item edges
-    this orders every access of every earlier occupant before every access of ``Y`` — with a
-    number of edges linear in the number of items. Deterministic order.
+    last write to Y's first write. Only the latest earlier occupant of each byte gets an edge
+    (:func:`reuse_predecessors`): it is itself ordered after the occupants before it, so
+    together with the same-item edges this orders every access of every earlier occupant
+    before every access of ``Y`` — with a number of edges linear in the number of items.
+    Deterministic order.
     """
     acc = graph.accesses
     by_space: dict[tuple[int, str], list[Placement]] = {}
     for p in placements:
-        if p.space and p.bytes > 0 and p.item in acc:
+        # an item nothing writes never occupies its bytes
+        if p.space and p.bytes > 0 and p.item in acc and first_write(acc[p.item]) is not None:
             by_space.setdefault((p.core, p.space), []).append(p)
     found: dict[tuple[int, int], Edge] = {}
     for key in sorted(by_space):
         plist = sorted(by_space[key], key=lambda p: (p.start, p.end, p.offset, p.item))
-        segs = _SegmentMap()
-        for y in plist:
-            y_first = _first_write(acc[y.item])
-            if y_first is None:
-                continue
+        prev = reuse_predecessors([(p.offset, p.offset + p.bytes) for p in plist])
+        for y, owners in zip(plist, prev, strict=True):
+            y_first = first_write(acc[y.item])
+            assert y_first is not None
             dst = graph.ops[y_first].id
-            for x in segs.owners(y.offset, y.offset + y.bytes):
+            for x in sorted((plist[k] for k in owners), key=lambda p: p.item):
                 if x.end > y.start:
                     # overlapping live ranges in overlapping bytes: not an edge, a conflict
                     # that Schedule.verify reports
                     continue
-                last_w, reads_after = _tail_accesses(acc[x.item])
+                last_w, reads_after = tail_accesses(acc[x.item])
                 if last_w is not None and last_w != y_first:
                     found.setdefault((last_w, y_first), Edge(graph.ops[last_w].id, dst, "waw", y.item))
                 for r in reads_after:
                     if r != y_first:
                         found.setdefault((r, y_first), Edge(graph.ops[r].id, dst, "war", y.item))
-            segs.assign(y.offset, y.offset + y.bytes, y)
     return tuple(found[k] for k in sorted(found, key=lambda k: (k[1], k[0])))
+
+
+def reuse_predecessors(spans: Sequence[tuple[int, int]]) -> list[set[int]]:
+    """The address-reuse rule on one space: for the byte ranges ``[lo, hi)`` of its items in
+    the order they occupy them (by live range), the indices of the earlier items that were the
+    latest occupant of some byte of each. Only those need a reuse edge to it; the occupants
+    before them reach it through them. :func:`address_edges` (names) and the solver's
+    normaliser (indices) both derive their edges from this."""
+    segs = _SegmentMap()
+    out: list[set[int]] = []
+    for k, (lo, hi) in enumerate(spans):
+        out.append(segs.owners(lo, hi))
+        segs.assign(lo, hi, k)
+    return out
 
 
 class _SegmentMap:
@@ -66,7 +78,7 @@ class _SegmentMap:
 
     def __init__(self) -> None:
         self.los: list[int] = []
-        self.segs: list[tuple[int, int, Placement]] = []
+        self.segs: list[tuple[int, int, int]] = []
 
     def _span(self, lo: int, hi: int) -> tuple[int, int]:
         i = bisect.bisect_right(self.los, lo) - 1
@@ -75,37 +87,38 @@ class _SegmentMap:
         j = bisect.bisect_left(self.los, hi)
         return max(i, 0), j
 
-    def owners(self, lo: int, hi: int) -> list[Placement]:
+    def owners(self, lo: int, hi: int) -> set[int]:
         i, j = self._span(lo, hi)
-        out: dict[str, Placement] = {}
-        for _, _, p in self.segs[i:j]:
-            out[p.item] = p
-        return [out[k] for k in sorted(out)]
+        return {owner for _, _, owner in self.segs[i:j]}
 
-    def assign(self, lo: int, hi: int, owner: Placement) -> None:
+    def assign(self, lo: int, hi: int, owner: int) -> None:
         i, j = self._span(lo, hi)
-        keep: list[tuple[int, int, Placement]] = []
+        keep: list[tuple[int, int, int]] = []
         if i < j:
-            first_lo, _first_hi, first_p = self.segs[i]
+            first_lo, _first_hi, first_owner = self.segs[i]
             if first_lo < lo:
-                keep.append((first_lo, lo, first_p))
+                keep.append((first_lo, lo, first_owner))
         keep.append((lo, hi, owner))
         if i < j:
-            _last_lo, last_hi, last_p = self.segs[j - 1]
+            _last_lo, last_hi, last_owner = self.segs[j - 1]
             if last_hi > hi:
-                keep.append((hi, last_hi, last_p))
+                keep.append((hi, last_hi, last_owner))
         self.segs[i:j] = keep
         self.los[i:j] = [s[0] for s in keep]
 
 
-def _first_write(acc: list[tuple[int, str]]) -> int | None:
+def first_write(acc: Sequence[tuple[int, str]]) -> int | None:
+    """The first op (index) writing an item, from its accesses in program order
+    (``OpGraph.accesses``): where its live range begins."""
     for i, m in acc:
         if m == "w":
             return i
     return None
 
 
-def _tail_accesses(acc: list[tuple[int, str]]) -> tuple[int | None, list[int]]:
+def tail_accesses(acc: Sequence[tuple[int, str]]) -> tuple[int | None, list[int]]:
+    """An item's tail accesses, which end its live range: its last write and the reads after
+    it (sorted, without the last write's own read of a read-modify-write op)."""
     last_w = None
     reads: list[int] = []
     for i, m in acc:
@@ -120,60 +133,8 @@ def _tail_accesses(acc: list[tuple[int, str]]) -> tuple[int | None, list[int]]:
 
 
 def edge_latency(graph: OpGraph, hw: Hardware, edge: Edge) -> int:
-    """Cycles between ``edge.src`` ending and ``edge.dst`` starting: the flag latency when the
-    edge crosses pipes (a flag carries it), the cross-core latency across cores, else 0."""
+    """Cycles between ``edge.src`` ending and ``edge.dst`` starting
+    (:meth:`~staticsched.model.hardware.SyncModel.latency` of their pipes)."""
     a = graph.op(edge.src)
     b = graph.op(edge.dst)
-    if a.core != b.core:
-        return hw.sync.cross_core_latency
-    if a.unit != b.unit:
-        return hw.sync.flag_latency
-    return 0
-
-
-def semi_active_starts(
-    graph: OpGraph,
-    hw: Hardware,
-    order: Mapping[tuple[int, str], Sequence[str]],
-    edges: Iterable[Edge],
-) -> dict[str, int]:
-    """Earliest start of each op given each pipe's order and the happens-before edges.
-
-    Parameters
-    ----------
-    order
-        ``(core, unit) -> op ids`` in execution order; every op appears exactly once.
-    edges
-        Requirements ``end(src) + latency <= start(dst)`` (latency from :func:`edge_latency`).
-
-    Raises
-    ------
-    InfeasibleError
-        If the pipe orders contradict the edges (a cycle), naming the cycle.
-    """
-    g = nx.DiGraph()
-    dur = {op.id: op.duration for op in graph.ops}
-    g.add_nodes_from(op.id for op in graph.ops)
-    for key in sorted(order):
-        seq = order[key]
-        for a, b in itertools.pairwise(seq):
-            g.add_edge(a, b, w=0)
-    for e in edges:
-        w = edge_latency(graph, hw, e)
-        if g.has_edge(e.src, e.dst):
-            g[e.src][e.dst]["w"] = max(g[e.src][e.dst]["w"], w)
-        else:
-            g.add_edge(e.src, e.dst, w=w)
-    try:
-        topo = list(nx.lexicographical_topological_sort(g, key=lambda n: graph.op_index[n]))
-    except nx.NetworkXUnfeasible:
-        cycle = nx.find_cycle(g)
-        path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
-        raise InfeasibleError(f"pipe order contradicts dependencies: cycle {path}") from None
-    start: dict[str, int] = {}
-    for n in topo:
-        s = 0
-        for p in g.predecessors(n):
-            s = max(s, start[p] + dur[p] + g[p][n]["w"])
-        start[n] = s
-    return start
+    return hw.sync.latency((a.core, a.unit), (b.core, b.unit))

@@ -79,6 +79,16 @@ class SyncModel:
     cross_core_event_ids: int = 16
     cross_core_latency: int = 0
 
+    def latency(self, src: tuple[int, str], dst: tuple[int, str]) -> int:
+        """Cycles from an op on pipe ``src`` = ``(core, unit)`` ending to a dependent op on pipe
+        ``dst`` starting: 0 on one pipe (program order), ``flag_latency`` across the pipes of
+        one core (a flag carries the dependency), ``cross_core_latency`` across cores. The one
+        definition of an edge's latency: the solver, the normaliser, the schedule check, the
+        sync planner and the program builder all use it."""
+        if src[0] != dst[0]:
+            return self.cross_core_latency
+        return self.flag_latency if src[1] != dst[1] else 0
+
 
 @attrs.frozen
 class TransferPath:
@@ -94,8 +104,14 @@ class TransferPath:
         """Cycles to move ``nbytes`` at the path's rate, or at ``units`` rate units
         (``RATE_DENOM`` per byte per cycle) when a shared link slows it (0: the path's rate)."""
         if units:
-            return self.overhead + max(1, -(-nbytes * RATE_DENOM // units))
+            return self.overhead + rate_cycles(nbytes, units)
         return self.overhead + max(1, math.ceil(nbytes / self.bytes_per_cycle))
+
+
+def rate_cycles(nbytes: int, units: int) -> int:
+    """Cycles (at least one) to move ``nbytes`` at ``units`` rate units, ``RATE_DENOM`` of
+    which make a byte per cycle: the one definition of a transfer's data phase at a rate."""
+    return max(1, -(-nbytes * RATE_DENOM // units))
 
 
 #: transfer rates are multiples of 1/RATE_DENOM bytes per cycle, so that every rate, link
@@ -128,7 +144,8 @@ class CubeModel:
     """Matrix unit: ``overhead + ceil(M'N'K' / macs_per_cycle[dtype])`` with dims padded to ``fractal``."""
 
     unit: str
-    fractal: tuple[int, int, int] = attrs.field(converter=tuple, default=(16, 16, 16))
+    #: (m, n, k)
+    fractal: tuple[int, ...] = attrs.field(converter=tuple, default=(16, 16, 16))
     macs_per_cycle: tuple[tuple[str, int], ...] = attrs.field(
         converter=lambda d: tuple(sorted(dict(d).items())), default=(("float16", 4096),)
     )
@@ -139,7 +156,7 @@ class CubeModel:
         if rate is None:
             raise InputError(f"cube: no macs_per_cycle for dtype '{dtype}'")
         fm, fn, fk = self.fractal
-        macs = _pad(m, fm) * _pad(n, fn) * _pad(k, fk)
+        macs = round_up(m, fm) * round_up(n, fn) * round_up(k, fk)
         return self.overhead + max(1, math.ceil(macs / rate))
 
 
@@ -161,7 +178,8 @@ class VectorModel:
         return self.overhead + max(1, math.ceil(nbytes * p / self.bytes_per_cycle))
 
 
-def _pad(x: int, q: int) -> int:
+def round_up(x: int, q: int) -> int:
+    """``x`` padded up to a multiple of ``q`` (fractals, alignments): the one definition."""
     return -(-x // q) * q
 
 

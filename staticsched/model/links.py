@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from staticsched.model.hardware import RATE_DENOM, Hardware
+from staticsched.model.hardware import RATE_DENOM, Hardware, rate_cycles
 from staticsched.model.opgraph import Op, OpGraph
 from staticsched.model.opkinds import KINDS, TRANSFER_KINDS, item_shape, transfer_route
 
@@ -28,7 +28,8 @@ class Transfer:
     first, at most ``path_units`` (its path's rate, in rate units), on ``links`` (names)."""
 
     bytes: int
-    path: tuple[str, str] = attrs.field(converter=tuple)
+    #: (src space, dst space)
+    path: tuple[str, ...] = attrs.field(converter=tuple)
     overhead: int
     path_units: int
     links: tuple[str, ...] = attrs.field(converter=tuple)
@@ -37,9 +38,15 @@ class Transfer:
 
     def cycles(self, rate: int) -> int:
         """Duration at ``rate`` units (0, or the path's rate: ``full``)."""
-        if not rate or rate >= self.path_units:
-            return self.full or self.overhead + max(1, -(-self.bytes * RATE_DENOM // self.path_units))
-        return self.overhead + max(1, -(-self.bytes * RATE_DENOM // rate))
+        return transfer_cycles(self.bytes, self.overhead, self.path_units, self.full, rate)
+
+
+def transfer_cycles(nbytes: int, overhead: int, path_units: int, full: int, rate: int) -> int:
+    """The duration of a transfer of ``nbytes`` after ``overhead`` cycles at ``rate`` units:
+    at 0, or at least its path's ``path_units``, ``full`` when known (else computed)."""
+    if not rate or rate >= path_units:
+        return full or overhead + rate_cycles(nbytes, path_units)
+    return overhead + rate_cycles(nbytes, rate)
 
 
 def rate_units(bytes_per_cycle: float) -> int:
@@ -71,7 +78,9 @@ def op_transfer(op: Op, graph: OpGraph, hw: Hardware) -> Transfer | None:
     reads, writes = shapes[: len(op.reads)], shapes[len(op.reads):]
     if len(reads) < len(kind.reads) or len(writes) < len(kind.writes):
         return None
-    src, dst, nbytes = transfer_route(hw, op.kind, a, reads, writes)
+    route = transfer_route(hw, op.kind, a, reads, writes)
+    assert route is not None  # a transfer kind
+    src, dst, nbytes = route
     links = hw.links_of(src, dst)
     if not links or not hw.has_path(src, dst):
         return None

@@ -9,7 +9,7 @@ latest one before it) and gives the implied RAW/WAR/WAW edges; explicit
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from staticsched._fields import (
     read_text_file,
 )
 from staticsched.errors import GraphError, InputError
+from staticsched.model.graphs import topological_order
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.model.opkinds import (
     KINDS,
@@ -54,7 +55,8 @@ class Tensor:
     """A GM tensor (2-D, row-major)."""
 
     name: str
-    shape: tuple[int, int] = attrs.field(converter=tuple)
+    #: (rows, cols)
+    shape: tuple[int, ...] = attrs.field(converter=tuple)
     dtype: str = "float16"
 
     @property
@@ -263,13 +265,9 @@ class OpGraph:
 
     def _check_kind(self, op: Op, kind, hw: Hardware, pr: Problems) -> None:
         a = op.attr
-        min_reads = len(kind.reads) - kind.optional_reads
-        extra = 1 if kind.name == "mmad" and not a.get("init", True) else 0
-        if not (min_reads + extra <= len(op.reads) <= len(kind.reads) + extra):
-            pr.add(
-                f"op '{op.id}': kind '{kind.name}' reads {len(op.reads)} items, "
-                f"expected {min_reads + extra}..{len(kind.reads) + extra}"
-            )
+        lo, hi = kind.read_range(a)
+        if not (lo <= len(op.reads) <= hi):
+            pr.add(f"op '{op.id}': kind '{kind.name}' reads {len(op.reads)} items, expected {lo}..{hi}")
         if len(op.writes) != len(kind.writes):
             pr.add(
                 f"op '{op.id}': kind '{kind.name}' writes {len(op.writes)} items, expected {len(kind.writes)}"
@@ -304,26 +302,16 @@ class OpGraph:
         # ops Kahn could not order (find_cycle on the whole 170k-op graph takes ~50 s).
         n = len(self.ops)
         succ: list[list[int]] = [[] for _ in range(n)]
-        indeg = [0] * n
         idx = self.op_index
         for e in self.edges:
-            a, b = idx[e.src], idx[e.dst]
-            succ[a].append(b)
-            indeg[b] += 1
-        stack = [i for i in range(n) if indeg[i] == 0]
-        seen = 0
-        while stack:
-            i = stack.pop()
-            seen += 1
-            for j in succ[i]:
-                indeg[j] -= 1
-                if indeg[j] == 0:
-                    stack.append(j)
-        if seen == n:
+            succ[idx[e.src]].append(idx[e.dst])
+        ordered = topological_order(succ)
+        if len(ordered) == n:
             return
-        left = [i for i in range(n) if indeg[i] > 0]
+        left = sorted(set(range(n)).difference(ordered))
+        on = set(left)
         g = nx.DiGraph()
-        g.add_edges_from((self.ops[i].id, self.ops[j].id) for i in left for j in succ[i] if indeg[j] > 0)
+        g.add_edges_from((self.ops[i].id, self.ops[j].id) for i in left for j in succ[i] if j in on)
         cycle = nx.find_cycle(g)
         path = [u for u, _ in cycle] + [cycle[0][0]]
         pr.add(f"dependency cycle: {' -> '.join(path)}")
@@ -453,17 +441,35 @@ def opgraph_to_dict(g: OpGraph) -> dict[str, Any]:
             body["kind"] = op.kind
         if op.deps:
             body["deps"] = list(op.deps)
-        if op.reads:
-            body["reads"] = list(op.reads)
-        if op.writes:
-            body["writes"] = list(op.writes)
-        if op.attrs:
-            types = KINDS[op.kind].attr_types
-            body["attrs"] = {k: attr_to_json(types[k], v) for k, v in op.attrs}
-        ops.append(body)
+        types = KINDS[op.kind].attr_types if op.attrs else {}
+        ops.append(operands_to_json(body, op.reads, op.writes, op.attrs, types))
     out["ops"] = ops
     if g.source:
         out["source"] = g.source
+    return out
+
+
+def attrs_to_json(types: Mapping[str, str], attrs_: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """An op's attributes as JSON values, by their declared types."""
+    return {k: attr_to_json(types[k], v) for k, v in attrs_}
+
+
+def operands_to_json(
+    out: dict[str, Any],
+    reads: Sequence[str],
+    writes: Sequence[str],
+    attrs_: Sequence[tuple[str, Any]],
+    types: Mapping[str, str],
+) -> dict[str, Any]:
+    """``out`` (an op's JSON object) with the op's ``reads``, ``writes`` and ``attrs`` added,
+    each only when not empty: how OpGraph files and programs (``program.json``) both write an
+    op's accesses and attributes."""
+    if reads:
+        out["reads"] = list(reads)
+    if writes:
+        out["writes"] = list(writes)
+    if attrs_:
+        out["attrs"] = attrs_to_json(types, attrs_)
     return out
 
 

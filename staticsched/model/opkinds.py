@@ -1,6 +1,6 @@
 """The one table of micro-op kinds.
 
-Each kind is described once: the pipe family it runs on, its operands (which
+Each kind is described once: the unit it runs on, its operands (which
 items it reads and writes, which GM region it touches), the attributes it
 carries (with types, so text forms round-trip), its duration formula from the
 cost model, and its NumPy semantics for replay. Lowering, solver, emitter and
@@ -84,11 +84,8 @@ class OpKind:
     ----------
     name : str
         The kind's name in OpGraph and program files.
-    pipe : str
-        The pipe family (``MTE2``, ``MTE1``, ``CUBE``, ``FIXPIPE``, ``VECTOR``, ``MTE3``); the
-        concrete unit of a hardware model comes from ``unit``.
     reads, writes : tuple of str
-        Operand roles, in order.
+        Operand roles, in order (the last ``optional_reads`` reads may be left out).
     attributes : tuple of (name, type)
         The attributes the kind carries; type is one of ``ATTR_TYPES``.
     defaults : tuple of (name, value)
@@ -98,10 +95,14 @@ class OpKind:
         ``"r"`` if the op reads the GM ``region`` of ``tensor``, ``"w"`` if it writes it, ``""``.
     mnemonic : str
         Upper-case text form for programs and bundles.
+    unit : callable
+        The hardware unit (pipe) an op of this kind runs on.
+    init : str
+        The bool attribute (default true) that, when false, makes an op accumulate into its
+        output, which it then also reads after its operands (``mmad``'s ``init``); ``""``.
     """
 
     name: str
-    pipe: str
     reads: tuple[str, ...] = attrs.field(converter=tuple)
     writes: tuple[str, ...] = attrs.field(converter=tuple)
     attributes: tuple[tuple[str, str], ...] = attrs.field(converter=tuple)
@@ -113,6 +114,12 @@ class OpKind:
     extents: ExtentFn = attrs.field(eq=False, repr=False)
     defaults: tuple[tuple[str, Any], ...] = attrs.field(converter=tuple, default=())
     optional_reads: int = 0
+    init: str = ""
+
+    def read_range(self, attrs_: Mapping[str, Any]) -> tuple[int, int]:
+        """Fewest and most items an op of this kind with these attributes reads."""
+        extra = 1 if self.init and not attrs_.get(self.init, True) else 0
+        return len(self.reads) - self.optional_reads + extra, len(self.reads) + extra
 
     @property
     def attr_types(self) -> dict[str, str]:
@@ -372,7 +379,6 @@ KINDS: dict[str, OpKind] = {
     for k in (
         OpKind(
             "load",
-            "MTE2",
             (),
             ("dst",),
             (
@@ -392,7 +398,6 @@ KINDS: dict[str, OpKind] = {
         ),
         OpKind(
             "move",
-            "MTE1",
             ("src",),
             ("dst",),
             (("rows", "int"), ("cols", "int"), ("rate", "float")),
@@ -406,7 +411,6 @@ KINDS: dict[str, OpKind] = {
         ),
         OpKind(
             "mmad",
-            "CUBE",
             ("a", "b"),
             ("c",),
             (("m", "int"), ("n", "int"), ("k", "int"), ("init", "bool")),
@@ -417,10 +421,10 @@ KINDS: dict[str, OpKind] = {
             semantics=_mmad_sem,
             extents=_mmad_ext,
             defaults=(("init", True),),
+            init="init",
         ),
         OpKind(
             "fixpipe",
-            "FIXPIPE",
             ("src",),
             ("dst",),
             (("rows", "int"), ("cols", "int"), ("rate", "float")),
@@ -434,7 +438,6 @@ KINDS: dict[str, OpKind] = {
         ),
         OpKind(
             "vec",
-            "VECTOR",
             ("x", "y"),
             ("out",),
             (
@@ -456,7 +459,6 @@ KINDS: dict[str, OpKind] = {
         ),
         OpKind(
             "store",
-            "MTE3",
             ("src",),
             (),
             (("tensor", "str"), ("region", "region"), ("space", "str"), ("rate", "float")),
@@ -477,11 +479,6 @@ def get_kind(name: str) -> OpKind:
         return KINDS[name]
     except KeyError:
         raise InputError(f"unknown op kind '{name}' (kinds: {', '.join(KINDS)})") from None
-
-
-def mmad_reads(attrs_: Mapping[str, Any]) -> int:
-    """An accumulating ``mmad`` (``init`` false) also reads its ``c`` operand."""
-    return 0 if attrs_.get("init", True) else 1
 
 
 # --------------------------------------------------------------------------- attribute text forms

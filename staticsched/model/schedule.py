@@ -27,11 +27,16 @@ class Schedule:
     makespan, lower_bound : int
         Cycles; ``gap = makespan / lower_bound - 1``.
     status : str
-        ``optimal`` (makespan equals a proven bound), ``feasible`` (CP-SAT solution, not proven)
-        or ``heuristic`` (list schedule only).
+        ``optimal``: the makespan is proven minimal for the graph on the hardware (it equals
+        the lower bound, or CP-SAT proved it on a model that is exactly the user's problem);
+        ``feasible``: the schedule went through CP-SAT (a solution or LNS windows) without
+        such a proof (a proof for the solver's stricter model says so in ``stop_reason``);
+        ``heuristic``: the list schedule, not improved by CP-SAT.
     stop_reason : str
-        What ended the search: ``"optimal"``, ``"deterministic_limit"``, ``"wall_clock_limit"``
-        (then the result may not be reproducible), ``"list"``.
+        What ended the search: ``"optimal"``, ``"deterministic_limit"``, ``"lns_converged"``,
+        ``"list"`` (the list scheduler alone), ``"optimal in the solver's stricter model"``, or
+        a ``"wall_clock_limit ..."`` / ``"optimal (wall-clock mode ...)"`` reason that says the
+        result is not reproducible (the ``STOP_*`` names of :mod:`staticsched.solver.budget`).
     stats : tuple of (key, value)
         Solver statistics (JSON scalars).
     """

@@ -23,9 +23,10 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
-from staticsched.model.deps import edge_latency
+from staticsched.model.deps import edge_latency, first_write, tail_accesses
 from staticsched.model.links import op_transfer, overflows, rate_text
 from staticsched.model.placement import STATUSES
+from staticsched.model.pools import PoolKey
 
 if TYPE_CHECKING:
     from staticsched.model.schedule import Schedule
@@ -226,7 +227,12 @@ def _address_edges(s: Schedule, times: list[tuple[int, int]], live: dict[str, tu
     later item's first write starts. Only the latest earlier owner of each byte is checked: the
     older owners precede it through the same ordering (their tails before its first write,
     whose own accesses are ordered by the checked graph edges), and a path that changes pipes
-    carries at least the latency of a direct edge."""
+    carries at least the latency of a direct edge.
+
+    This walk over the bytes is written here on purpose rather than taken from
+    :func:`staticsched.model.deps.reuse_predecessors`, which the solver and the sync planner
+    derive their reuse edges from: a check sharing the producers' code would share their bugs.
+    The tail accesses and the latency are definitions, not derivations, and are shared."""
     g = s.graph
     acc = g.accesses
     by_space: dict[tuple[int, str], list[tuple[int, int, int, int, str]]] = {}
@@ -247,16 +253,18 @@ def _address_edges(s: Schedule, times: list[tuple[int, int]], live: dict[str, tu
                     keep.append((off + nbytes, b, owner))
             keep.append((off, off + nbytes, name))
             segs = sorted(keep)
-            first = next((i for i, m in acc[name] if m == "w"), None)
+            first = first_write(acc[name])
             if first is None:
                 continue
             for x in sorted(owners):
                 if live[x][5] > st:
                     continue  # overlapping live ranges: reported by the overlap check
-                for a in _tail_accesses(acc[x]):
+                last_w, reads = tail_accesses(acc[x])
+                for a in sorted({last_w, *reads} - {None}):
                     if a == first:
                         continue
-                    lat = s.hw.sync.flag_latency if g.ops[a].unit != g.ops[first].unit else 0
+                    oa, of = g.ops[a], g.ops[first]
+                    lat = s.hw.sync.latency((oa.core, oa.unit), (of.core, of.unit))
                     if times[a][1] + lat > times[first][0]:
                         rep.add(
                             "address",
@@ -266,36 +274,27 @@ def _address_edges(s: Schedule, times: list[tuple[int, int]], live: dict[str, tu
                         )
 
 
-def _tail_accesses(accesses: list[tuple[int, str]]) -> list[int]:
-    last_w, reads = None, []
-    for i, m in accesses:
-        if m == "w":
-            last_w, reads = i, []
-        else:
-            reads.append(i)
-    return sorted({last_w, *reads} - {None})
-
-
 def _events(s: Schedule, rep: _Report) -> None:
     names = s.graph.op_index
     units = set(s.hw.unit_names)
-    by_id: dict[tuple, list[tuple[int, int, str]]] = {}
+    by_id: dict[tuple[PoolKey, int], list[tuple[int, int, str]]] = {}
     for ev in s.events:
         what = f"{ev.kind} {ev.producer} -> {ev.consumer} id {ev.event}"
         for op in (ev.producer, ev.consumer):
             if op not in names:
                 rep.add("events", f"event {what}: unknown op '{op}'")
         if ev.kind == "cross":
-            budget, key = s.hw.sync.cross_core_event_ids, ("cross", ev.core, ev.dst_core, ev.event)
+            pool = PoolKey.cross(ev.core, ev.dst_core)
             if ev.core == ev.dst_core:
                 rep.add("events", f"event {what}: cross-core flag within core {ev.core}")
         else:
-            budget, key = s.hw.sync.event_ids, ("flag", ev.core, ev.src, ev.dst, ev.event)
+            pool = PoolKey.flag(ev.core, ev.src, ev.dst)
             if ev.src == ev.dst:
                 rep.add("events", f"event {what}: flag from pipe {ev.src} to itself")
             for u in (ev.src, ev.dst):
                 if u not in units:
                     rep.add("events", f"event {what}: unknown pipe '{u}'")
+        budget, key = pool.budget(s.hw.sync), (pool, ev.event)
         if not 0 <= ev.event < budget:
             rep.add("events", f"event {what}: id out of range 0..{budget - 1}")
         if ev.wait_cycle < ev.set_cycle:

@@ -35,7 +35,7 @@ from staticsched._fields import (
 from staticsched.errors import GraphError, InputError, TilingError
 from staticsched.model.opgraph import FORMAT as OPGRAPH_FORMAT
 from staticsched.model.opgraph import OpGraph, load_json_file, opgraph_from_dict
-from staticsched.tasks import KINDS, kind_of
+from staticsched.tasks import KIND_OF_OP, KINDS, kind_of
 from staticsched.tasks.base import MAX_RANK, ReadContext, Task, TensorDecl
 
 FORMAT = "staticsched.taskgraph"
@@ -158,7 +158,7 @@ def taskgraph_from_dict(data: Any, where: str = "<taskgraph>") -> TaskGraph:
             seen.add(task_id)
         kind = KINDS.get(get_str(body, "type", w, pr, choices=tuple(KINDS)))
         if kind is not None:
-            task = kind.read(body, ReadContext(tmap, w, task_id, pr, tiling_pr))
+            task = kind.read(body, ReadContext(tmap, w, task_id, pr, tiling_pr, KIND_OF_OP))
             if task is not None:
                 tasks.append(task)
 

@@ -32,8 +32,6 @@ from typing import Any
 import attrs
 import numpy as np
 
-FORMS = ("full", "row", "col")
-
 _F32 = np.float32
 
 #: semantics: (float32 operands cut to their forms' extents, the op's attributes) -> result
@@ -169,7 +167,3 @@ VECOPS: dict[str, VecOp] = {
 
 #: ops TaskGraphs may name
 USER_OPS = tuple(name for name, op in VECOPS.items() if op.user)
-
-
-def vec_op(name: str) -> VecOp | None:
-    return VECOPS.get(name)

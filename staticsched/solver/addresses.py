@@ -32,13 +32,11 @@ def colour_slots(prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -
         The new offsets; None if some space would need more slots than it has.
     """
     out = list(offsets)
-    dur = prob.dur
     by_space: dict[int, list[tuple[int, int, int]]] = {}
     for k, it in enumerate(prob.items):
         sp = prob.spaces[it.space]
         if sp.binding and sp.slot:
-            begin = starts[it.first]
-            end = max(starts[a] + dur[a] for a in it.tails) + prob.hold
+            begin, end = prob.hold(k, starts)
             by_space.setdefault(it.space, []).append((begin, end, k))
     for s in sorted(by_space):
         sp = prob.spaces[s]

@@ -19,7 +19,8 @@ from __future__ import annotations
 import attrs
 
 from staticsched.solver.links import link_bound
-from staticsched.solver.problem import Problem, head_lengths, tail_lengths
+from staticsched.solver.paths import head_lengths, tail_lengths
+from staticsched.solver.problem import Problem
 
 
 @attrs.frozen
@@ -56,14 +57,14 @@ def lower_bound(prob: Problem, core_names: tuple[int, ...] | None = None) -> Bou
     cp = max(h[i] + q[i] for i in range(prob.n))
     npipes = len(prob.pipes)
     busy = [0] * npipes
-    head = [None] * npipes
-    tail = [None] * npipes
+    # every pipe has an op: the least head and tail of its ops
+    head = [cp] * npipes
+    tail = [cp] * npipes
     for i in range(prob.n):
-        p = prob.pipe[i]
+        p = prob.pipe_of[i]
         busy[p] += prob.dur[i]
-        after = q[i] - prob.dur[i]
-        head[p] = h[i] if head[p] is None else min(head[p], h[i])
-        tail[p] = after if tail[p] is None else min(tail[p], after)
+        head[p] = min(head[p], h[i])
+        tail[p] = min(tail[p], q[i] - prob.dur[i])
     pipes = []
     for p, (core, unit) in enumerate(prob.pipes):
         label = f"{core_names[core] if core_names else core}:{unit}"

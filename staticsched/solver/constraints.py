@@ -47,7 +47,7 @@ class Constraints:
     def _pipes_no_overlap(self) -> None:
         """Each pipe runs one op at a time."""
         by_pipe: dict[int, list[int]] = {}
-        for i, p in enumerate(self.prob.pipe):
+        for i, p in enumerate(self.prob.pipe_of):
             by_pipe.setdefault(p, []).append(i)
         for p in sorted(by_pipe):
             if len(by_pipe[p]) > 1:
@@ -75,7 +75,7 @@ class Constraints:
         for s in sorted(by_space):
             ks = by_space[s]
             limit = prob.spaces[s].limit
-            tail = [v.after_makespan(prob.hold, f"mk_space{s}")] if self.whole else []
+            tail = [v.after_makespan(prob.reuse_gap, f"mk_space{s}")] if self.whole else []
             self.model.add_cumulative(
                 [*(v.hold[k] for k in ks), *tail],
                 [*(prob.items[k].footprint for k in ks), *([limit] * len(tail))],

@@ -24,7 +24,8 @@ from staticsched.solver.constraints import Constraints
 from staticsched.solver.hints import add_hints
 from staticsched.solver.list_sched import Timetable
 from staticsched.solver.objective import minimise_makespan
-from staticsched.solver.problem import Problem, head_lengths, tail_lengths
+from staticsched.solver.paths import head_lengths, tail_lengths
+from staticsched.solver.problem import Problem
 from staticsched.solver.search import run_search
 from staticsched.solver.variables import Variables
 
@@ -58,7 +59,7 @@ def naive_horizon(prob: Problem) -> int:
     """A makespan every schedule without needless idling stays below: each start is the end
     (or, waiting for an event id, the start) of another op plus at most two latencies."""
     lat = max((lat for _, _, lat in prob.edges), default=0)
-    return sum(prob.dur) + (prob.n + 1) * (2 * max(lat, prob.hold) + 1)
+    return sum(prob.dur) + (prob.n + 1) * (2 * max(lat, prob.reuse_gap) + 1)
 
 
 def build_model(

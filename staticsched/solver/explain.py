@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from staticsched._fields import Problems
 from staticsched.errors import InfeasibleError
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import Hardware, round_up
 from staticsched.model.opgraph import OpGraph
 from staticsched.solver.list_sched import Stuck
-from staticsched.solver.problem import Problem, ProblemMap, roundup
+from staticsched.solver.problem import Problem, ProblemMap
 
 
 def precheck(graph: OpGraph, hw: Hardware, pairs: list[tuple[Problem, ProblemMap]]) -> None:
@@ -38,7 +38,7 @@ def _event_budgets(graph: OpGraph, prob: Problem, pmap: ProblemMap, pr: Problems
         src, dst = graph.ops[pmap.ops[a]], graph.ops[pmap.ops[v]]
         more = len(counts[b]) - 1
         tail = f" ({more} more such edge{'s' if more != 1 else ''})" if more else ""
-        if key[0] == "cross":
+        if key.kind == "cross":
             pr.add(
                 f"edge '{src.id}' -> '{dst.id}' crosses from core {src.core} to core {dst.core}, but "
                 f"sync.cross_core_event_ids = 0 leaves no cross-core flag to carry it{tail}"
@@ -69,7 +69,7 @@ def _co_residency(graph: OpGraph, hw: Hardware, prob: Problem, pmap: ProblemMap,
             sizes = [graph.item_map[n].bytes for n in names]
             if not _fits_together(sizes, sp.capacity, sp.alignment, sp.slot, sp.limit):
                 listed = ", ".join(f"'{n}' ({b} B)" for n, b in zip(names, sizes, strict=True))
-                feet = sum(roundup(b, sp.alignment) for b in sizes)
+                feet = sum(round_up(b, sp.alignment) for b in sizes)
                 pr.add(
                     f"op '{op.id}' needs items {listed} in {space} of core {op.core} at the same "
                     f"time: {feet} B aligned to {sp.alignment} B do not fit its capacity of "
@@ -85,7 +85,7 @@ def _fits_together(sizes: list[int], capacity: int, align: int, slot: int, limit
     for b in sorted(sizes, reverse=True):
         if o + b > capacity:
             return False
-        o += roundup(b, align)
+        o += round_up(b, align)
     return True
 
 
@@ -120,11 +120,11 @@ def _explain(graph: OpGraph, prob: Problem, pmap: ProblemMap, stuck: Stuck) -> I
     if stuck.budget >= 0:
         key = prob.budgets[stuck.budget].key
         cap = prob.budgets[stuck.budget].capacity
-        if key[0] == "cross":
-            pair = f"cross-core flags core {pmap.cores[key[1]]} -> core {pmap.cores[key[2]]}"
+        if key.kind == "cross":
+            pair = f"cross-core flags core {pmap.cores[key.core]} -> core {pmap.cores[key.peer]}"
             field = "cross_core_event_ids"
         else:
-            pair = f"flags {key[2]} -> {key[3]} on core {pmap.cores[key[1]]}"
+            pair = f"flags {key.src} -> {key.dst} on core {pmap.cores[key.core]}"
             field = "event_ids"
         own = [t for t in prob.tokens if t.producer == stuck.op and t.budget == stuck.budget]
         if not stuck.holders:

@@ -1,10 +1,12 @@
 """Does a timetable satisfy the solver's model of a problem?
 
 The model is stricter than :meth:`Schedule.verify` in two ways: items that share bytes keep a
-gap of ``hold`` cycles, and the flag lifetimes of each binding event-id pool stay within its
-capacity. Shared links hold the rates fixed for the problem's transfers within their units.
-The list scheduler's timetables and CP-SAT's solutions satisfy it by construction;
-the LNS uses this check to decide whether a normalised timetable may seed the next window.
+gap of ``Problem.reuse_gap`` cycles, and the flag lifetimes of each binding event-id pool stay
+within its capacity. Shared links hold the rates fixed for the problem's transfers within their
+units. The list scheduler's timetables and CP-SAT's solutions satisfy it by construction. The
+LNS uses this check when it merges the results of windows solved side by side (lanes): a
+lane's changes are kept only if the merged timetable still satisfies the model. The tests
+hold every solver result to it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def model_violations(prob: Problem, starts: Sequence[int], offsets: Sequence[int
         if starts[a] + dur[a] + lat > starts[b]:
             out.append(f"edge {a}->{b}")
     by_pipe: dict[int, list[int]] = {}
-    for i, p in enumerate(prob.pipe):
+    for i, p in enumerate(prob.pipe_of):
         by_pipe.setdefault(p, []).append(i)
     for ops in by_pipe.values():
         ops.sort(key=lambda i: starts[i])
@@ -56,8 +58,8 @@ def model_violations(prob: Problem, starts: Sequence[int], offsets: Sequence[int
             out.append(f"item {k} offset {o}")
         if not sp.slot and o + it.bytes > sp.capacity:
             out.append(f"item {k} offset {o}")
-        end = max(starts[a] + dur[a] for a in it.tails) + prob.hold
-        holds.setdefault(it.space, []).append((starts[it.first], end, o, o + it.footprint, k))
+        begin, end = prob.hold(k, starts)
+        holds.setdefault(it.space, []).append((begin, end, o, o + it.footprint, k))
     for lst in holds.values():
         active: list[tuple[int, int, int, int]] = []  # (end, lo, hi, item) of holds still live
         for s1, e1, o1, p1, k1 in sorted(lst):
@@ -83,8 +85,8 @@ def model_violations(prob: Problem, starts: Sequence[int], offsets: Sequence[int
                 out.append(f"budget {b} exceeded")
                 break
     for k, lk in enumerate(prob.links):
-        holds = [(b, e, u) for _, b, e, u, on in holds_of(prob, starts) if k in on]
-        peak, at = peak_usage(holds)
+        on_link = [(b, e, u) for _, b, e, u, on in holds_of(prob, starts) if k in on]
+        peak, at = peak_usage(on_link)
         if peak > lk.units:
             out.append(f"link {lk.name} holds {peak} units at {at}, has {lk.units}")
     return out

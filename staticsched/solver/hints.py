@@ -32,7 +32,7 @@ def add_hints(
         end = max(s[a] + dur[a] for a in it.tails)
         if k in v.live_end_var:
             model.add_hint(v.live_end_var[k], end)
-        model.add_hint(v.hold_size[k], end + prob.hold - s[it.first])
+        model.add_hint(v.hold_size[k], end + prob.reuse_gap - s[it.first])
         if k in v.slot:
             model.add_hint(v.slot[k], tt.offsets[k] // prob.spaces[it.space].alignment)
     for k in sorted(v.token):

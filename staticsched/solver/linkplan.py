@@ -24,11 +24,13 @@ from collections.abc import Sequence
 
 import attrs
 
+from staticsched.model.graphs import DisjointSets
 from staticsched.model.hardware import Hardware
 from staticsched.model.links import Transfer, rate_text
 from staticsched.model.opgraph import OpGraph
+from staticsched.solver.decompose import build_problems
 from staticsched.solver.links import LinkDemand, attach_links, link_demands, transfers_of
-from staticsched.solver.problem import Problem, ProblemMap, build_problems
+from staticsched.solver.problem import Problem, ProblemMap
 
 Pair = tuple[Problem, ProblemMap]
 
@@ -164,24 +166,8 @@ def _split(
 
 def _components(binding: Sequence[LinkDemand]) -> list[tuple[int, ...]]:
     """Sets of cores joined by sharing a binding link."""
-    parent: dict[int, int] = {}
-
-    def find(c: int) -> int:
-        parent.setdefault(c, c)
-        while parent[c] != c:
-            parent[c] = parent[parent[c]]
-            c = parent[c]
-        return c
-
+    sets = DisjointSets(sorted({c for d in binding for c in d.cores}))
     for d in binding:
-        cores = d.cores
-        for c in cores:
-            find(c)
-        for a in cores[1:]:
-            ra, rb = find(cores[0]), find(a)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    groups: dict[int, list[int]] = {}
-    for c in sorted(parent):
-        groups.setdefault(find(c), []).append(c)
-    return [tuple(g) for _, g in sorted(groups.items())]
+        for a in d.cores[1:]:
+            sets.union(d.cores[0], a)
+    return sets.groups()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from staticsched.model.hardware import RATE_DENOM, Hardware
-from staticsched.model.links import Transfer, flow_edges, op_transfer
+from staticsched.model.links import Transfer, flow_edges, op_transfer, transfer_cycles
 from staticsched.model.opgraph import OpGraph
 
 if TYPE_CHECKING:
@@ -54,9 +54,7 @@ class Xfer:
 
     def cycles(self, rate: int) -> int:
         """Duration at ``rate`` units (0, or the path's rate: ``full``)."""
-        if not rate or rate >= self.path_units:
-            return self.full or self.overhead + max(1, -(-self.bytes * RATE_DENOM // self.path_units))
-        return self.overhead + max(1, -(-self.bytes * RATE_DENOM // rate))
+        return transfer_cycles(self.bytes, self.overhead, self.path_units, self.full, rate)
 
     def hold_start(self, start: int, overhead_holds: bool) -> int:
         """When the transfer starts holding its rate (see ``Problem.link_overhead_holds``)."""
@@ -236,12 +234,8 @@ def link_order_edges(prob: Problem, starts: Sequence[int]) -> list[tuple[int, in
     if not prob.link_overhead_holds:
         return [(a, b, -over[b]) for a, b in pairs]
 
-    def flag(a: int, b: int) -> int:
-        # in flags mode the order is a flag: its latency, as for any dependency
-        pa, pb = prob.pipes[prob.pipe[a]], prob.pipes[prob.pipe[b]]
-        return 0 if pa == pb else prob.hold if pa[0] == pb[0] else prob.cross_hold
-
-    return [(a, b, flag(a, b)) for a, b in pairs]
+    # in flags mode the order is a flag: its latency, as for any dependency
+    return [(a, b, prob.latency(a, b)) for a, b in pairs]
 
 
 @attrs.frozen

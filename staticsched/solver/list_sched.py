@@ -5,7 +5,7 @@ op (priority rule below) whose resources are there *now*:
 
 * **memory** -- the op's new items (those it accesses first) get aligned addresses by
   first fit among the bytes not held by a live item; an item is held from its first access
-  start to its last access end plus ``hold`` (the flag latency the reuse edge may need);
+  start to its last access end plus ``reuse_gap`` (the flag latency the reuse edge may need);
 * **event ids** -- if the op opens a flag lifetime (a :class:`~.problem.Token`), fewer than
   ``event_ids`` lifetimes of that pipe pair may be live from its end on.
 
@@ -29,8 +29,10 @@ from collections.abc import Sequence
 
 import attrs
 
+from staticsched.model.hardware import round_up
 from staticsched.solver.links import LinkTracker, Xfer
-from staticsched.solver.problem import Problem, Token, tail_lengths, topo_order
+from staticsched.solver.paths import tail_lengths, topo_order
+from staticsched.solver.problem import Problem, Token
 
 _ABSENT, _OPEN, _CLOSED = 1, 2, 3
 
@@ -122,9 +124,9 @@ class Prep:
         self.tail = tail_lengths(prob)
         busy = [0] * len(prob.pipes)
         for i in range(n):
-            busy[prob.pipe[i]] += prob.dur[i]
+            busy[prob.pipe_of[i]] += prob.dur[i]
         bottleneck = max(range(len(busy)), key=lambda p: (busy[p], -p)) if busy else -1
-        self.off_bottleneck = [0 if prob.pipe[i] == bottleneck else 1 for i in range(n)]
+        self.off_bottleneck = [0 if prob.pipe_of[i] == bottleneck else 1 for i in range(n)]
         self.orders: dict[str, list[int]] = {}
 
     def order(self, prob: Problem, name: str) -> list[int]:
@@ -262,7 +264,7 @@ class _Memory:
             self.tails_left[k] -= 1
             self.tail_end[k] = max(self.tail_end[k], end)
             if self.tails_left[k] == 0 and self.prob.spaces[items[k].space].binding:
-                heapq.heappush(self.frees, (self.tail_end[k] + self.prob.hold, k))
+                heapq.heappush(self.frees, (self.tail_end[k] + self.prob.reuse_gap, k))
         return turned
 
     def release(self, t: int) -> None:
@@ -398,7 +400,7 @@ class _Run:
             self.dead_at, self.dead = t, set()
         while self.waiting and self.waiting[0][0] <= t:
             _, r = heapq.heappop(self.waiting)
-            p = self.prob.pipe[self.by_rank[r]]
+            p = self.prob.pipe_of[self.by_rank[r]]
             heapq.heappush(self.avail[p], r)
             self.dead.discard(p)
         free = sorted((h[0], p) for p, h in enumerate(self.avail)
@@ -444,7 +446,7 @@ class _Run:
             self.rates[i] = rate
         self.start[i] = t
         self.makespan = max(self.makespan, end)
-        self.pipe_free[self.prob.pipe[i]] = end
+        self.pipe_free[self.prob.pipe_of[i]] = end
         self.done += 1
         for j in self.memory.take(i, placed, end):
             if self.npred[j] == 0 and self.start[j] < 0:
@@ -511,7 +513,7 @@ def _place(
         fits = o + (foot if b0 < capacity else nbytes) <= top
         if fits and (best_gap is None or top - o < best_gap):
             best, best_gap = o, top - o
-        o = max(o, -(-b1 // align) * align)
+        o = max(o, round_up(b1, align))
     return best
 
 

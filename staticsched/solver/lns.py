@@ -209,9 +209,9 @@ def _solve_window(
     last_fixed: dict[int, int] = {}
     for i in range(prob.n):
         if i not in inside and s[i] <= first:
-            p = prob.pipe[i]
+            p = prob.pipe_of[i]
             last_fixed[p] = max(last_fixed.get(p, 0), s[i] + dur[i])
-    release_of = {i: last_fixed.get(prob.pipe[i], 0) for i in window}
+    release_of = {i: last_fixed.get(prob.pipe_of[i], 0) for i in window}
     for a, b, lat in prob.edges:
         if b in inside and a not in inside:
             release_of[b] = max(release_of[b], s[a] + dur[a] + lat)
@@ -221,9 +221,9 @@ def _solve_window(
         if a in inside or b in inside:
             keep.add(a)
             keep.add(b)
-    pipes = {prob.pipe[i] for i in window}
+    pipes = {prob.pipe_of[i] for i in window}
     for i in range(prob.n):
-        if prob.pipe[i] in pipes and s[i] < t_end and s[i] + dur[i] > t_begin:
+        if prob.pipe_of[i] in pipes and s[i] < t_end and s[i] + dur[i] > t_begin:
             keep.add(i)
     items = _items_in_span(prob, tt, inside, t_begin, t_end)
     for k in items:
@@ -291,14 +291,13 @@ def _solve_window(
 
 def _items_in_span(prob: Problem, tt: Timetable, inside: set[int], t0: int, t1: int) -> list[int]:
     """Binding items accessed by the window or held during its span."""
-    s, dur = tt.starts, prob.dur
+    s = tt.starts
     out = []
     for k, it in enumerate(prob.items):
         if not prob.spaces[it.space].binding:
             continue
-        begin = s[it.first]
-        end = max(s[a] + dur[a] for a in it.tails) + prob.hold
-        held = begin < t1 + prob.hold and end > t0
+        begin, end = prob.hold(k, s)
+        held = begin < t1 + prob.reuse_gap and end > t0
         if held or it.first in inside or any(a in inside for a in it.tails):
             out.append(k)
     return out
@@ -339,14 +338,14 @@ def _subproblem(prob: Problem, ops: list[int], items: list[int], tokens: list[in
                 tok.budget,
                 [local[c] for c in tok.consumers],
                 tok.latency,
-                [[local[r] for r in rv] for rv in tok.triggers],
+                [tuple(local[r] for r in rv) for rv in tok.triggers],
             )
         )
     sub_xfers = [attrs.evolve(x, op=local[x.op]) for x in prob.xfers if x.op in local]
     return attrs.evolve(
         prob,
         dur=[prob.dur[g] for g in ops],
-        pipe=[prob.pipe[g] for g in ops],
+        pipe_of=[prob.pipe_of[g] for g in ops],
         edges=edges,
         items=sub_items,
         tokens=sub_tokens,

@@ -2,33 +2,34 @@
 
 Fix each pipe's order (by start, ties by index) and every address, derive the address-reuse
 edges, and recompute every start as the longest path -- the earliest an in-order executor
-reaches. This is :func:`staticsched.model.deps.semi_active_starts` over ``graph.edges`` plus
+reaches. This is the longest path over ``graph.edges`` plus
 :func:`staticsched.model.deps.address_edges`, done in index space so that 10^4-op cores take
 milliseconds: of the items that shared a byte with a later item only the *latest* one per
 byte gets an edge, since the earlier ones reach the later item through it (same-item edges
 chain every access of an item after its first write, and a path that changes pipes carries at
 least the latency of a direct edge). ``tests/test_solver_normalize.py`` checks equality with
-the deps functions.
+a reference longest path on op names (``tests/oracles.py``).
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Sequence
 
+from staticsched.model.deps import reuse_predecessors
+from staticsched.model.graphs import longest_starts
 from staticsched.solver.links import link_order_edges
 from staticsched.solver.problem import Problem
 
 
 def live_ranges(prob: Problem, starts: Sequence[int]) -> list[tuple[int, int]]:
     """``[first access start, last access end)`` of every item."""
-    dur = prob.dur
-    return [(starts[it.first], max(starts[a] + dur[a] for a in it.tails)) for it in prob.items]
+    return [prob.live_range(k, starts) for k in range(len(prob.items))]
 
 
 def address_edges(prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[tuple[int, int, int]]:
-    """Reuse edges ``(tail access of the earlier item, first access of the later one, latency)``."""
+    """Reuse edges ``(tail access of the earlier item, first access of the later one, latency)``
+    (the rule of :func:`staticsched.model.deps.reuse_predecessors`)."""
     live = live_ranges(prob, starts)
     by_space: dict[int, list[int]] = {}
     for k, it in enumerate(prob.items):
@@ -37,41 +38,14 @@ def address_edges(prob: Problem, starts: Sequence[int], offsets: Sequence[int]) 
     out: list[tuple[int, int, int]] = []
     for s in sorted(by_space):
         ks = sorted(by_space[s], key=lambda k: (live[k][0], live[k][1], offsets[k], k))
-        segs: list[list[int]] = []  # [lo, hi, item], disjoint, sorted by lo
-        for y in ks:
-            lo, hi = offsets[y], offsets[y] + prob.items[y].bytes
-            prev = _replace(segs, lo, hi, y)
+        prev = reuse_predecessors([(offsets[y], offsets[y] + prob.items[y].bytes) for y in ks])
+        for y, owners in zip(ks, prev, strict=True):
             first = prob.items[y].first
-            for x in sorted(prev):
+            for x in sorted(ks[k] for k in owners):
                 for a in prob.items[x].tails:
                     if a != first:
-                        out.append((a, first, _latency(prob, a, first)))
+                        out.append((a, first, prob.latency(a, first)))
     return out
-
-
-def _latency(prob: Problem, a: int, b: int) -> int:
-    # items are core-local, so a reuse edge never crosses cores
-    return prob.hold if prob.pipe[a] != prob.pipe[b] else 0
-
-
-def _replace(segs: list[list[int]], lo: int, hi: int, item: int) -> set[int]:
-    """Make ``item`` the latest owner of ``[lo, hi)``; return the previous owners there."""
-    prev: set[int] = set()
-    keep: list[list[int]] = []
-    for seg in segs:
-        a, b, owner = seg
-        if b <= lo or a >= hi:
-            keep.append(seg)
-            continue
-        prev.add(owner)
-        if a < lo:
-            keep.append([a, lo, owner])
-        if b > hi:
-            keep.append([hi, b, owner])
-    keep.append([lo, hi, item])
-    keep.sort()
-    segs[:] = keep
-    return prev
 
 
 def semi_active(prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[int]:
@@ -91,42 +65,17 @@ def semi_active(prob: Problem, starts: Sequence[int], offsets: Sequence[int]) ->
     list of int
         The starts, none later than in ``starts``.
     """
-    n = prob.n
-    dur = prob.dur
-    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    nsucc: list[list[int]] = [[] for _ in range(n)]
+    by_pipe: dict[int, list[int]] = {}
+    for i in range(prob.n):
+        by_pipe.setdefault(prob.pipe_of[i], []).append(i)
+    chains: list[tuple[int, int, int]] = []
+    for ops in by_pipe.values():
+        ops.sort(key=lambda i: (starts[i], i))
+        chains.extend((a, b, 0) for a, b in itertools.pairwise(ops))
     # a shared link's order as a resource flow: moving ops earlier keeps every link within
     # its bandwidth (the problem's rates are fixed)
     extra = (*address_edges(prob, starts, offsets), *link_order_edges(prob, starts))
-    for a, b, lat in (*prob.edges, *extra):
-        preds[b].append((a, lat))
-        nsucc[a].append(b)
-    by_pipe: dict[int, list[int]] = {}
-    for i in range(n):
-        by_pipe.setdefault(prob.pipe[i], []).append(i)
-    for ops in by_pipe.values():
-        ops.sort(key=lambda i: (starts[i], i))
-        for a, b in itertools.pairwise(ops):
-            preds[b].append((a, 0))
-            nsucc[a].append(b)
-    indeg = [len(p) for p in preds]
-    ready = [i for i in range(n) if indeg[i] == 0]
-    heapq.heapify(ready)
-    out = [0] * n
-    seen = 0
-    while ready:
-        i = heapq.heappop(ready)
-        seen += 1
-        s = 0
-        for a, lat in preds[i]:
-            v = out[a] + dur[a] + lat
-            if v > s:
-                s = v
-        out[i] = s
-        for j in nsucc[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                heapq.heappush(ready, j)
-    if seen != n:
+    out = longest_starts(prob.dur, (*prob.edges, *extra, *chains))
+    if out is None:
         raise AssertionError("pipe order contradicts the edges: the timetable was not feasible")
     return out

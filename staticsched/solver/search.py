@@ -29,7 +29,7 @@ def run_search(
     callback: cp_model.CpSolverSolutionCallback | None,
     wall_limit: float,
     on_start: Callable[[Callable[[], None]], None] | None = None,
-) -> tuple[cp_model.cp_model_pb2.CpSolverStatus, bool]:
+) -> tuple[int, bool]:
     """Solve ``model``; return the status and whether the wall-clock watchdog stopped it.
 
     ``on_start`` receives the search's stop function as it starts (another lane of a

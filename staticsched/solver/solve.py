@@ -36,21 +36,16 @@ from staticsched.solver.budget import (
     det_rate,
 )
 from staticsched.solver.cpmodel import solve_cpsat
+from staticsched.solver.decompose import build_problems
 from staticsched.solver.explain import explain_stuck, precheck
 from staticsched.solver.linkplan import LinkPlan, plan_links
 from staticsched.solver.links import LinkSpec, Xfer, fix_rates, link_bound, transfers_of
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
 from staticsched.solver.lns import improve_lns
 from staticsched.solver.normalize import semi_active
+from staticsched.solver.paths import head_lengths, tail_lengths
 from staticsched.solver.portfolio import FULL_LIMIT, plan, solve_whole
-from staticsched.solver.problem import (
-    Problem,
-    ProblemMap,
-    build_problems,
-    head_lengths,
-    relax_event_budgets,
-    tail_lengths,
-)
+from staticsched.solver.problem import Problem, ProblemMap, relax_event_budgets
 
 _RANK = {"optimal": 0, "feasible": 1, "heuristic": 2}
 
@@ -434,7 +429,7 @@ def model_is_exact(prob: Problem) -> bool:
     Two parts of the model are stricter than the execution model and make it a restriction:
     binding event-id pools, whose flag tokens over-count the flags the sync planner keeps
     (counting every possible flag, and without the reachability refinement above
-    :data:`.problem.REACH_LIMIT` ops); and, with a non-zero flag latency, the gap of ``hold``
+    :data:`.tokens.REACH_LIMIT` ops); and, with a non-zero flag latency, the gap of ``reuse_gap``
     cycles between items sharing bytes, which a reuse on the same pipe does not need. Capacity
     and addresses are exact (uniform spaces: slots at multiples of the footprint lose nothing;
     mixed spaces: every aligned offset is a choice).
@@ -443,7 +438,7 @@ def model_is_exact(prob: Problem) -> bool:
         return False
     if prob.xfers:
         return False  # the transfers' rates are fixed (by the list schedule): a restriction
-    return not (prob.hold > 0 and any(sp.binding for sp in prob.spaces))
+    return not (prob.reuse_gap > 0 and any(sp.binding for sp in prob.spaces))
 
 
 def solve_problem(

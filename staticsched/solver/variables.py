@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
+from ortools.sat.python.cp_model_helper import Literal
 
 from staticsched.solver.problem import Problem
 
@@ -91,9 +92,10 @@ class Variables:
                 end = model.new_int_var(0, self.horizon, f"le{k}")
                 self.live_end_var[k] = end
             self.live_end[k] = end
-            size = model.new_int_var(it.min_live + prob.hold, self.horizon + prob.hold, f"hs{k}")
+            gap = prob.reuse_gap
+            size = model.new_int_var(it.min_live + gap, self.horizon + gap, f"hs{k}")
             self.hold_size[k] = size
-            self.hold[k] = model.new_interval_var(self.start[it.first], size, end + prob.hold, f"hold{k}")
+            self.hold[k] = model.new_interval_var(self.start[it.first], size, end + gap, f"hold{k}")
             if not sp.slot:
                 if k in fixed_offsets:
                     lo = top = fixed_offsets[k] // sp.alignment
@@ -139,7 +141,7 @@ class Variables:
         self.tail_sizes.append(size)
         return self.model.new_interval_var(self.makespan + slack, size, end, name)
 
-    def runs_after(self, a: int, b: int) -> cp_model.LinearExprT:
+    def runs_after(self, a: int, b: int) -> Literal:
         """Literal "op ``a`` starts after op ``b`` ends" for two ops on one pipe."""
         lo, hi = min(a, b), max(a, b)
         lit = self._after.get((lo, hi))

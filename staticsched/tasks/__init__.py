@@ -26,6 +26,12 @@ for _name in _MODULES:
     _kind: TaskKind = import_module(f"{__name__}.{_name}").KIND
     KINDS[_kind.name] = _kind
 
+#: op -> the kind whose tasks take it (the readers' hint when a task names another kind's op)
+KIND_OF_OP: dict[str, str] = {}
+for _kind in KINDS.values():
+    for _op in _kind.ops:
+        KIND_OF_OP.setdefault(_op, _kind.name)
+
 
 def kind_of(task) -> TaskKind:
     """The kind of a task object (by its ``type``)."""

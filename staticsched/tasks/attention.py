@@ -36,7 +36,7 @@ import numpy as np
 
 from staticsched._fields import Problems, check_keys, get_bool, get_int, get_mapping
 from staticsched.errors import TilingError
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import Hardware, round_up
 from staticsched.tasks.base import (
     ReadContext,
     TaskKind,
@@ -44,7 +44,6 @@ from staticsched.tasks.base import (
     checked_or_derived,
     fmt_shape,
     hardware_needs,
-    round_up,
     spans,
 )
 from staticsched.tasks.builder import FP16, FP32, Builder, balance_cores

@@ -76,14 +76,16 @@ Tensors = Mapping[str, TensorDecl | None]
 @attrs.define
 class ReadContext:
     """What a kind's reader gets besides the task body: the declared tensors, where to report,
-    and the problem lists (tiling problems apart, so a file whose only problems are tilings
-    raises :class:`~staticsched.errors.TilingError`)."""
+    the problem lists (tiling problems apart, so a file whose only problems are tilings
+    raises :class:`~staticsched.errors.TilingError`), and which kind takes which ``op``
+    (the registry's ``KIND_OF_OP``, for hints)."""
 
     tensors: Tensors
     where: str
     task_id: str
     pr: Problems
     tiling_pr: Problems
+    kind_of_op: Mapping[str, str] = attrs.field(factory=dict)
 
     def add(self, line: str) -> None:
         self.pr.add(f"{self.where}: {line}")
@@ -160,7 +162,8 @@ class TilingInfo:
     buffers: int
     derived: bool
     blocks: int
-    per_core: tuple[int, int] = attrs.field(converter=tuple)
+    #: (fewest, most) blocks of one core
+    per_core: tuple[int, ...] = attrs.field(converter=tuple)
     what: str = ""
     combine: str = ""
     #: a matmul's L1 reuse steps ``(step_m, step_n)``; ``()`` when the kind has none or both are 1
@@ -212,19 +215,24 @@ def per_core(units: int, cores: int) -> tuple[int, int]:
 class Plan(Protocol):
     """A task cut for one hardware model."""
 
-    task: Any
+    @property
+    def task(self) -> Any:
+        """The task."""
+        ...
 
     @property
     def blocks(self) -> int:
         """Units of work assigned to cores round-robin."""
+        ...
 
     @property
     def op_count(self) -> int:
         """Ops :meth:`lower` emits (computed from shapes and tilings, nothing built)."""
+        ...
 
-    def info(self, hw: Hardware) -> TilingInfo: ...
+    def info(self, hw: Hardware, /) -> TilingInfo: ...
 
-    def lower(self, b: Builder) -> None: ...
+    def lower(self, b: Builder, /) -> None: ...
 
 
 @attrs.frozen
@@ -300,7 +308,7 @@ def hardware_needs(
             lines.append(f"{w}: no transfer path {s}->{d} in [[paths]]")
     if cube and hw.cube is None:
         lines.append(f"{w}: no [cube] section")
-    elif cube and "float16" not in dict(hw.cube.macs_per_cycle):
+    elif cube and hw.cube is not None and "float16" not in dict(hw.cube.macs_per_cycle):
         lines.append(f"{w}: [cube] has no macs_per_cycle for float16")
     if vector and hw.vector is None:
         lines.append(f"{w}: no [vector] section")
@@ -342,10 +350,6 @@ def spans(total: int, step: int) -> tuple[tuple[int, int], ...]:
     return tuple((s, min(s + step, total)) for s in range(0, total, step))
 
 
-def round_up(x: int, q: int) -> int:
-    return -(-x // q) * q
-
-
 def largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     """Largest ``x`` in ``[lo, hi]`` with ``ok(x)``, given ``ok(lo)`` and ``ok`` monotone."""
     while lo < hi:
@@ -357,12 +361,12 @@ def largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     return lo
 
 
-def read_op(
-    body: Mapping[str, Any], ctx: ReadContext, choices: Sequence[str], *, hint: Callable[[str], str]
-) -> str:
+def read_op(body: Mapping[str, Any], ctx: ReadContext, choices: Sequence[str]) -> str:
     """The ``op`` of a task, from ``choices``; an op of another kind names that kind."""
     raw = body.get("op")
     if isinstance(raw, str) and raw and raw not in choices:
-        ctx.add(f"'op' = {raw!r} is not one of {', '.join(choices)}{hint(raw)}")
+        other = ctx.kind_of_op.get(raw)
+        hint = f" ('{raw}' is an op of '{other}' tasks)" if other else ""
+        ctx.add(f"'op' = {raw!r} is not one of {', '.join(choices)}{hint}")
         return ""
     return get_str(body, "op", ctx.where, ctx.pr)

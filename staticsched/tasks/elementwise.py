@@ -20,7 +20,7 @@ import numpy as np
 
 from staticsched._fields import check_keys
 from staticsched.errors import TilingError
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import Hardware, round_up
 from staticsched.model.vecops import USER_OPS, VECOPS, extent
 from staticsched.tasks.base import (
     ReadContext,
@@ -33,7 +33,6 @@ from staticsched.tasks.base import (
     largest,
     per_core,
     read_op,
-    round_up,
 )
 from staticsched.tasks.builder import FP16, Builder
 
@@ -67,21 +66,12 @@ class ElementwiseTask:
         return (self.out,)
 
 
-def _hint(op: str) -> str:
-    from staticsched.tasks import KINDS
-
-    for kind in KINDS.values():
-        if op in getattr(kind, "ops", ()):
-            return f" ('{op}' is an op of '{kind.name}' tasks)"
-    return ""
-
-
 def read(body: Mapping[str, Any], ctx: ReadContext) -> ElementwiseTask | None:
     from staticsched.tasks.matmul import operand_fits, operand_shape
 
     w, pr = ctx.where, ctx.pr
     check_keys(body, _KEYS, w, pr)
-    op = read_op(body, ctx, OPS, hint=_hint)
+    op = read_op(body, ctx, OPS)
     vop = VECOPS.get(op) if op in OPS else None
     value = ctx.number(body, "value")
     if "value" not in body and vop is not None and vop.scalar == "required":
@@ -287,4 +277,5 @@ KIND = TaskKind(
     needs=needs,
     reference=reference,
     strategy=strategy,
+    ops=OPS,
 )

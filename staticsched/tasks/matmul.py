@@ -41,7 +41,7 @@ import numpy as np
 
 from staticsched._fields import Problems, check_keys, get_bool, get_int, get_list, get_mapping, get_str
 from staticsched.errors import TilingError
-from staticsched.model.hardware import DTYPE_BYTES, ROLES, Hardware
+from staticsched.model.hardware import DTYPE_BYTES, ROLES, Hardware, round_up
 from staticsched.model.vecops import USER_OPS, VECOPS
 from staticsched.tasks.base import (
     ReadContext,
@@ -52,7 +52,6 @@ from staticsched.tasks.base import (
     fmt_shape,
     hardware_needs,
     per_core,
-    round_up,
     spans,
 )
 from staticsched.tasks.builder import FP16, FP32, Builder

@@ -23,7 +23,7 @@ import numpy as np
 
 from staticsched._fields import check_keys, get_int, get_mapping
 from staticsched.errors import TilingError
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import Hardware, round_up
 from staticsched.tasks.base import (
     ReadContext,
     RowGrid,
@@ -35,7 +35,6 @@ from staticsched.tasks.base import (
     hardware_needs,
     per_core,
     read_op,
-    round_up,
 )
 from staticsched.tasks.builder import FP16, Builder
 from staticsched.tasks.rowops import DEFAULT_EPS, ROWOPS, Block, Ctx, RowOp
@@ -86,16 +85,10 @@ class RowwiseTask:
 # --------------------------------------------------------------------------- reading
 
 
-def _hint(op: str) -> str:
-    from staticsched.model.vecops import VECOPS
-
-    return f" ('{op}' is an op of 'elementwise' tasks)" if op in VECOPS else ""
-
-
 def read(body: Mapping[str, Any], ctx: ReadContext) -> RowwiseTask | None:
     w, pr = ctx.where, ctx.pr
     check_keys(body, _KEYS, w, pr)
-    op = read_op(body, ctx, OPS, hint=_hint)
+    op = read_op(body, ctx, OPS)
     x = ctx.tensor(body, "input")
     out = ctx.tensor(body, "out")
     rop = ROWOPS.get(op)

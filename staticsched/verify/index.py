@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import attrs
 import numpy as np
 
+from staticsched.model.graphs import DisjointSets
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.model.opgraph import Tensor
 from staticsched.model.opkinds import KINDS
@@ -582,26 +583,16 @@ class ProgramIndex:
     def _index_components(self) -> None:
         """Cores linked by cross flags form one component; streams of different components are
         never ordered, so vector clocks only span one component."""
-        cores = sorted({st.core for st in self.streams})
-        parent = {c: c for c in cores}
-
-        def find(c: int) -> int:
-            while parent[c] != c:
-                parent[c] = parent[parent[c]]
-                c = parent[c]
-            return c
-
+        sets = DisjointSets(sorted({st.core for st in self.streams}))
         for gid in range(self.n):
             key = self.key_of[gid]
-            if key is not None and key[0] == "cross" and key[1] in parent and key[2] in parent:
-                a, b = find(key[1]), find(key[2])
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
+            if key is not None and key[0] == "cross" and key[1] in sets and key[2] in sets:
+                sets.union(key[1], key[2])
         self.comp_of_stream: list[int] = []
         self.local_of_stream: list[int] = []
         sizes: dict[int, int] = {}
         for st in self.streams:
-            comp = find(st.core)
+            comp = sets.find(st.core)
             self.comp_of_stream.append(comp)
             self.local_of_stream.append(sizes.get(comp, 0))
             sizes[comp] = sizes.get(comp, 0) + 1

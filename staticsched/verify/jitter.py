@@ -87,38 +87,6 @@ def _replay(r: int) -> list[tuple[tuple, Finding]]:
     return out
 
 
-def jitter_findings(
-    ix: ProgramIndex,
-    nominal: Replay,
-    count: int,
-    seed: int,
-    *,
-    known_races: frozenset,
-    known_reads: frozenset = frozenset(),
-    data: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]] | None = None,
-    processes: int | None = None,
-) -> list[Finding]:
-    """Run ``count`` jittered replays and report what the nominal replay did not show.
-
-    Parameters
-    ----------
-    known_races, known_reads
-        Racing pairs and GM reads before writes already reported from the nominal replay.
-    data
-        ``(inputs, nominal_gm)`` to also replay the numbers and compare every written tensor
-        bit for bit with the nominal run.
-    processes
-        Worker processes for the replays (default: one fewer than the CPUs, at least one, for
-        programs of at least :data:`PARALLEL_MIN_INSTRUCTIONS` instructions without numeric
-        data; else none). The
-        replays are independent, their durations are drawn here in replay order, and their
-        findings are merged in replay order, so the result does not depend on it.
-    """
-    return collect(
-        start(ix, count, seed, data=data, processes=processes), ix, nominal, known_races, known_reads
-    )
-
-
 class Pending:
     """Jitter replays under way (in worker processes) or still to run (in this one)."""
 
@@ -155,7 +123,20 @@ def start(
     processes: int | None = None,
 ) -> Pending:
     """Draw the jittered durations of ``count`` replays and start them in worker processes when
-    that pays (the caller goes on with other checks meanwhile); :func:`collect` the findings."""
+    that pays (the caller goes on with other checks meanwhile); :func:`collect` the findings.
+
+    Parameters
+    ----------
+    data
+        ``(inputs, nominal_gm)`` to also replay the numbers and compare every written tensor
+        bit for bit with the nominal run.
+    processes
+        Worker processes for the replays (default: one fewer than the CPUs, at least one, for
+        programs of at least :data:`PARALLEL_MIN_INSTRUCTIONS` instructions without numeric
+        data; else none). The replays are independent, their durations are drawn here in
+        replay order, and their findings are merged in replay order, so the result does not
+        depend on it.
+    """
     global _JOB
     rng = np.random.default_rng(seed)
     durations = [jitter_durations(ix, rng) for _ in range(count)]

@@ -31,24 +31,16 @@ import itertools
 
 from staticsched.emit.sync.layout import Layout
 from staticsched.emit.sync.plan import Flag, PlanStream, SyncPlan, SyncStats, ids_used
+from staticsched.model.graphs import DisjointSets
 from staticsched.model.opgraph import Edge
 
 
 def _groups(lay: Layout, kept: list[tuple[int, int, Edge]]) -> dict[int, int]:
     """Core -> group (its smallest core): cores joined by kept cross-core dependencies."""
-    parent = {c: c for c, _ in lay.pipes}
-
-    def find(c: int) -> int:
-        while parent[c] != c:
-            parent[c] = parent[parent[c]]
-            c = parent[c]
-        return c
-
+    sets = DisjointSets(dict.fromkeys(c for c, _ in lay.pipes))
     for p, c, _ in kept:
-        a, b = find(lay.pipes[lay.pipe_of[p]][0]), find(lay.pipes[lay.pipe_of[c]][0])
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    return {c: find(c) for c in parent}
+        sets.union(lay.pipes[lay.pipe_of[p]][0], lay.pipes[lay.pipe_of[c]][0])
+    return {c: sets.find(c) for c, _ in lay.pipes}
 
 
 def _gateways(lay: Layout) -> dict[int, int]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import numpy as np
@@ -111,11 +112,16 @@ class IdAssigner:
             lst.sort(key=lambda f: (lay.end[self.drafts[f].set_op], lay.pipe_of[self.drafts[f].set_op], f))
         for lst in self.out_flags.values():
             lst.sort(key=lambda f: (lay.pipe_of[self.drafts[f].wait_op], f))
-        self.latency = {"flag": sync.flag_latency, "cross": sync.cross_core_latency}
+        self.sync = sync
         self.pools = Pools(sync)
         self.clocks = _Clocks(len(lay.pipes))
         self.text = _Text()
         self.trav = _Traversal()
+
+    def latency(self, set_op: int, wait_op: int) -> int:
+        """The latency of a flag set after op ``set_op`` and waited on by ``wait_op``'s pipe."""
+        lay = self.lay
+        return self.sync.latency(lay.pipes[lay.pipe_of[set_op]], lay.pipes[lay.pipe_of[wait_op]])
 
     # ---------------------------------------------------------------- pools
     def key(self, kind: str, set_op: int, wait_op: int) -> PoolKey:
@@ -197,7 +203,7 @@ class IdAssigner:
             clock[q] = clocks.step(q)
             clocks.cur[q] = clock
             clocks.wait_clock[f] = clock
-            clocks.now[q] = max(clocks.now[q], clocks.set_time[f] + self.latency[d.kind])
+            clocks.now[q] = max(clocks.now[q], clocks.set_time[f] + self.latency(d.set_op, d.wait_op))
             last = LastWait(q, clocks.mark[q], clocks.now[q], f)
             self.passed(self.key(d.kind, d.set_op, x), d.event, last)
             n += 1
@@ -213,7 +219,7 @@ class IdAssigner:
         end = self.lay.end[x]
         set_time = self.clocks.set_time
         for f in self.in_flags.get(nxt, ()):
-            if f not in set_time or set_time[f] + self.latency[self.drafts[f].kind] > end:
+            if f not in set_time or set_time[f] + self.latency(self.drafts[f].set_op, nxt) > end:
                 return False
         return True
 
@@ -320,7 +326,7 @@ class IdAssigner:
             np.maximum(clock, src_clock, out=clock)
             clock[q] = clocks.step(q)
             clocks.wait_clock[c] = clock.copy()
-            clocks.now[q] = max(clocks.now[q], st.time + self.latency[kind])
+            clocks.now[q] = max(clocks.now[q], st.time + self.latency(src_op, x))
             self.passed(rkey, m, LastWait(q, clocks.mark[q], clocks.now[q], c))
             return k
         return -1
@@ -351,21 +357,23 @@ class IdAssigner:
         )
 
     # ---------------------------------------------------------------- text
-    def streams(self) -> list[tuple[int, str, list[tuple[str, str | int]]]]:
+    def streams(self) -> list[tuple[int, str, list[tuple[str, Any]]]]:
         """The planned streams as ``(core, unit, slots)``: per op its WAITs, the SETs of the op
         before when they waited for those WAITs, the op, then what follows it; credit SETs
         right behind the WAIT they rely on."""
         lay, text = self.lay, self.text
         out = []
         for q, (core, unit) in enumerate(lay.pipes):
-            slots: list[tuple[str, str | int]] = []
+            slots: list[tuple[str, Any]] = []
             for x in lay.seq[q]:
                 for f in self.in_flags.get(x, ()):
                     slots.append(("wait", f))
                     slots += [("set", c) for c in text.behind.get(f, ())]
-                for what, f in (*text.lead.get(x, ()), ("op", lay.ids[x]), *text.after.get(x, ())):
-                    slots.append((what, f))
+                around: list[tuple[str, Any]] = [*text.lead.get(x, ()), ("op", lay.ids[x]),
+                                                 *text.after.get(x, ())]
+                for what, ref in around:
+                    slots.append((what, ref))
                     if what == "wait":
-                        slots += [("set", c) for c in text.behind.get(f, ())]
+                        slots += [("set", c) for c in text.behind.get(ref, ())]
             out.append((core, unit, slots))
         return out

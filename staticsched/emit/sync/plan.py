@@ -7,6 +7,7 @@ written, and turned into instructions by :mod:`staticsched.emit.build`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -58,7 +59,8 @@ class PlanStream:
 
     core: int
     unit: str
-    slots: tuple[tuple[str, str | int], ...] = attrs.field(converter=tuple)
+    #: the second of each pair is an op id (str) or a flag index (int), as the first says
+    slots: tuple[tuple[str, Any], ...] = attrs.field(converter=tuple)
 
 
 @attrs.frozen

@@ -1,4 +1,5 @@
-"""Synthetic instances for tests and benchmarks (shared/reference/cpsat-at-scale.md §4.4)."""
+"""Synthetic instances for tests and benchmarks (shared/reference/cpsat-at-scale.md §4.4): tile
+pipelines and job shops as OpGraphs."""
 
 from __future__ import annotations
 
