@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from example_sets import LARGE, WHOLE_CHIP, hw_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import examples, hardware_models, opgraphs, seed_hw, taskgraphs
@@ -34,8 +35,6 @@ def _clean(program, hw, *, numeric: bool, jitter_seed: int) -> None:
     assert report.ok, report.text()
 
 
-#: examples of tens of thousands of ops or more: slow tests (-m slow)
-LARGE = {"attention", "attention_tail", "ffn_layernorm"}
 
 
 @pytest.mark.parametrize("mode", ["flags", "timed"])
@@ -44,12 +43,12 @@ LARGE = {"attention", "attention_tail", "ffn_layernorm"}
     [
         pytest.param(p, marks=pytest.mark.slow) if p.stem in LARGE else p
         for p in EXAMPLES
-        if p.stem != "matmul_gelu"
+        if p.stem not in WHOLE_CHIP
     ],
     ids=lambda p: p.stem,
 )
 def test_emitted_examples_are_clean(path, mode):
-    hw = "double-buffer-demo" if path.stem == "double_buffer" else "seed-davinci"
+    hw = hw_for(path.stem)
     program = compile_graph(path, hw, method="list", mode=mode).program
     _clean(program, seed_hw() if hw == "seed-davinci" else hw, numeric=bool(program.source), jitter_seed=0)
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+from example_sets import LARGE as SLOW_EXAMPLES
+from example_sets import WHOLE_CHIP, hw_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.json"))
 # the 4096^3 GEMM lowers to ~170k ops, attention and the FFN to 40k-90k: round trips of them
 # are long explorations
-LARGE = {"matmul_gelu.json", "attention.json", "attention_tail.json", "ffn_layernorm.json"}
+LARGE = {f"{stem}.json" for stem in WHOLE_CHIP | SLOW_EXAMPLES}
 
 
 def roundtrip(program: Program) -> None:
@@ -49,7 +51,7 @@ def roundtrip(program: Program) -> None:
 
 
 def example_programs(path: Path) -> list[Program]:
-    hw = load_hardware("double-buffer-demo" if path.name == "double_buffer.json" else "seed-davinci")
+    hw = load_hardware(hw_for(path.stem))
     schedule = solve(as_opgraph(path, hw), hw, method="list")
     return [finalize(schedule, mode=mode)[1] for mode in ("flags", "timed")]
 
