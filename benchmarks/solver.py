@@ -18,16 +18,31 @@ shared 2-core machine: noisy, compare within one run. ``cpu`` columns are the pr
 seconds, which a busy machine does not inflate.
 
 Calibration (``--calibrate``): what :data:`staticsched.solver.budget.CALIBRATION` holds. For
-each family and search the portfolio uses, CP-SAT runs on representative problems with a
-fixed deterministic budget; the rate is deterministic units per CPU second of one worker (for
-``interleave`` with ``w`` workers: per CPU second / w, i.e. per wall second of an idle
-machine). Measured (2-core machine, OR-Tools 9.15, 2025; see docs/design.md refinement 12):
+each family and search the portfolio uses, CP-SAT runs on the largest problem of each model in
+:data:`CALIBRATION_SETS` with a fixed deterministic budget (``--det``, 4 units); the rate is
+deterministic units per CPU second of one worker (for ``interleave`` with ``w`` workers: per
+CPU second / w, i.e. per wall second of an idle machine). ``--only window`` fits the LNS
+window charge (``--windows`` windows per problem of :data:`WINDOW_SET`). The rates in
+``CALIBRATION`` (2-core machine, OR-Tools 9.15; interpolated log-log in the ops, constant
+beyond the ends; docs/design.md, refinement 12, says more):
 
-==================  ============  ========  =================  =====================
-family / search     problem       ops       det units / s      notes
-==================  ============  ========  =================  =====================
-(filled in by the calibration run; see docs/design.md)
-==================  ============  ========  =================  =====================
+===========  ==========  =================================  =====================================
+family       search      ops: det units per CPU s           calibration models
+===========  ==========  =================================  =====================================
+disjunctive  lp          100: 0.22, 300: 0.20, 1000: 0.13   ft10 la21 la26 ta01 la31 ta21 ta41
+                                                            ta51 ta61 chain
+memory       lp          300: 0.14                          pipeline_100, pipeline_300
+flags        lp          330: 0.36                          gemv_m1, pipeline_flags
+disjunctive  interleave  100: 0.25, 225: 0.23, 600: 0.19    ft10 ta01 ta41, 1 and 2 workers
+memory       interleave  300: 0.157                         pipeline_100
+flags        interleave  330: 0.344                         gemv_m1, pipeline_flags
+window       lp          90: 0.075                          LNS windows of WINDOW_SET
+===========  ==========  =================================  =====================================
+
+``interleave`` with ``w`` workers: ``w ** 0.9`` times the rate per wall second
+(``WORKER_EXPONENT``). One LNS window beyond CP-SAT's deterministic time: 1.9 ms + 2.36 us per
+problem op + 175 us per window-model op (``WINDOW_BASE``, ``WINDOW_PER_OP``,
+``WINDOW_PER_SUB_OP``).
 """
 
 from __future__ import annotations
@@ -213,37 +228,48 @@ class Table:
 def versus_peer(
     names: list[str],
     build: Callable[[str], tuple[OpGraph, Hardware]],
-    best: Callable[[str], str],
+    best: Callable[[str], tuple[str, int | None]],
     args: argparse.Namespace,
 ) -> None:
-    """staticsched and the peer side by side at equal time limits and workers."""
+    """staticsched and the peer side by side at equal time limits and workers. ``best`` gives
+    an instance's best known makespan (label and value, ``None`` when unknown); the gaps are
+    against it, else against staticsched's lower bound (shown as ``>= bound``)."""
     table = Table(
-        ["instance", "ops", "best known", "limit", "staticsched", "status", "stop", "search s",
-         "peer", "peer status", "peer s", "vs peer"],
+        ["instance", "ops", "best known", "limit", "staticsched", "gap", "status", "stop", "search s",
+         "cpu s", "peer", "peer gap", "peer status", "peer s", "peer cpu s", "vs peer"],
         args.markdown,
     )
     for name in names:
         graph, hw = build(name)
         graph.check(hw)
         limit = args.time_limit or acceptance_limit(len(graph.ops))
+        c0 = _cpu()
         s = solve(graph, hw, time_limit=limit, seed=args.seed, workers=args.workers,
                   time_mode="wall" if args.wall_clock else "deterministic")
+        cpu = _cpu() - c0
         problems = s.verify()
         st = dict(s.stats)
+        c0 = _cpu()
         peer = peer_solve(graph, hw, time_limit=limit, workers=args.workers, seed=args.seed)
+        peer_cpu = _cpu() - c0
         versus = f"{s.makespan / peer.makespan - 1:+.2%}" if peer.makespan >= 0 else "peer found none"
+        label, ref = best(name)
+        if ref is None:
+            label, ref = f">= {s.lower_bound}", s.lower_bound
         table.add(
-            name, len(graph.ops), best(name), f"{limit:g}", s.makespan, s.status, s.stop_reason,
-            f"{st['search_seconds']:.1f}", peer.makespan if peer.makespan >= 0 else "-",
-            peer.status.lower(), f"{peer.seconds:.1f}",
+            name, len(graph.ops), label, f"{limit:g}", s.makespan, f"{s.makespan / ref - 1:.2%}",
+            s.status, s.stop_reason, f"{st['search_seconds']:.1f}", f"{cpu:.1f}",
+            peer.makespan if peer.makespan >= 0 else "-",
+            f"{peer.makespan / ref - 1:.2%}" if peer.makespan >= 0 else "-",
+            peer.status.lower(), f"{peer.seconds:.1f}", f"{peer_cpu:.1f}",
             versus + ("" if not problems else f" INVALID: {problems[0]}"),
         )
     table.close()
 
 
-def _jobshop_best(name: str) -> str:
+def _jobshop_best(name: str) -> tuple[str, int]:
     info = JOBSHOPS[name]
-    return str(info.best) if info.optimum is not None else f"{info.lower}-{info.best}"
+    return (str(info.best) if info.optimum is not None else f"{info.lower}-{info.best}"), info.best
 
 
 # ------------------------------------------------------------------ calibration
@@ -465,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.jobshop:
         versus_peer(args.names or list(JOBSHOP_FAMILY), jobshop, _jobshop_best, args)
     elif args.examples:
-        versus_peer(args.names or list(EXAMPLES), example, lambda name: "-", args)
+        versus_peer(args.names or list(EXAMPLES), example, lambda name: ("-", None), args)
     elif args.workers_table:
         workers_table(args)
     else:
