@@ -156,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
                     "(32); the search stops earlier when the next bound reaches the best makespan")
     tn.add_argument("--polish", type=int, default=3, metavar="N",
                     help="with --method cpsat: improve the N best list schedules with CP-SAT (3)")
+    tn.add_argument("--steps", action="store_true",
+                    help="also search the matmul's L1 reuse steps step_m/step_n in 1, 2, 4 (up to 9x "
+                    "the tilings; slower: the cheap bound does not yet credit what reuse saves)")
     tn.add_argument("--jobs", type=int, default=1, help="local worker processes (1)")
     tn.add_argument("--ray", metavar="auto|ADDRESS", default=None,
                     help="schedule candidates as Ray tasks ('auto' or a cluster address; needs "
@@ -292,7 +295,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             args.graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
             method=args.method, mode=args.mode, op_budget=_budget(args), wall_clock=args.wall_clock,
             link_policy=args.link_policy, max_candidates=args.max_candidates, polish=args.polish,
-            jobs=args.jobs, ray=args.ray, progress=rep,
+            jobs=args.jobs, ray=args.ray, progress=rep, steps=args.steps,
         )
     return _finish(args, hw, tuned.best, rep, lambda choice: tuned.write(args.outdir, outputs=choice),
                    tuned.summary_lines())

@@ -103,13 +103,16 @@ def test_a_proof_for_the_stricter_model_is_not_called_optimal():
 
 @pytest.mark.slow
 def test_thirty_seconds_on_a_small_model_search_for_more_than_fifteen():
-    # ft10 (100 ops) is not proven optimal within 30 s on a 2-core machine
+    # la29 (200 ops, optimum 1152) is not proven within 60 s on a 2-core machine (README's
+    # solver table), so a 30 s request must keep searching; ft10, used before, is now proven
+    # in a few seconds and never reached the long-search branch
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "benchmarks" / "jobshop" / "ft10.txt").read_text()
+    text = (Path(__file__).resolve().parents[1] / "benchmarks" / "jobshop" / "la29.txt").read_text()
     lines = text.strip().splitlines()[1:]
     graph, hw = jobshop("\n".join(lines))
     s = solve(graph, hw, time_limit=30)
     searched = dict(s.stats)["search_seconds"]
-    assert s.status == "optimal" or searched > 15, dict(s.stats)
+    assert s.status != "optimal", "la29 was proven: pick a harder instance so this test keeps its point"
+    assert searched > 15, dict(s.stats)
     assert searched < 31, dict(s.stats)  # and the limit holds

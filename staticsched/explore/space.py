@@ -111,9 +111,10 @@ def _stairs(outer: range, inner: range, deep: range, ok: Callable[[int, int, int
 
 
 def matmul_tilings(task: Any, hw: Hardware, ok: Callable[[Any], bool], *,
-                   check_each: bool = True) -> Iterator[Any]:
+                   check_each: bool = True, steps: bool = False) -> Iterator[Any]:
     """Legal matmul tilings, double buffered first, then by ``base_m``, ``base_n``,
-    ``base_k`` and steps; each one checked by ``ok`` when ``check_each``."""
+    ``base_k`` and, with ``steps``, L1 reuse steps; each one checked by ``ok`` when
+    ``check_each``."""
     from staticsched.tasks.matmul import Tiling
 
     if hw.cube is None:
@@ -122,7 +123,7 @@ def matmul_tilings(task: Any, hw: Hardware, ok: Callable[[Any], bool], *,
     ms = range(fm, round_up(task.m, fm) + 1, fm)
     ns = range(fn, round_up(task.n, fn) + 1, fn)
     ks = range(fk, round_up(task.k, fk) + 1, fk)
-    has_steps = {"step_m", "step_n"} <= set(attrs.fields_dict(Tiling))
+    has_steps = steps and {"step_m", "step_n"} <= set(attrs.fields_dict(Tiling))
     for db in (True, False):
         fits = lambda bm, bn, bk, db=db: ok(Tiling(bm, bn, bk, double_buffer=db))  # noqa: E731
         for bm, bn, top in _stairs(ms, ns, ks, fits):
@@ -155,16 +156,19 @@ def tunable(task: Any) -> bool:
     return task.type in SPACES
 
 
-def candidates(task: Any, hw: Hardware) -> list[Any]:
+def candidates(task: Any, hw: Hardware, *, steps: bool = False) -> list[Any]:
     """Every legal tiling of ``task`` on ``hw``, in the space's fixed order (empty for a kind
-    that is not tunable)."""
+    that is not tunable); L1 reuse steps only with ``steps`` (they multiply the space by up
+    to 9 and the cheap bound does not yet see what reuse saves, so the search would lower
+    thousands of step candidates before scheduling any)."""
     space = SPACES.get(task.type)
     if space is None:
         return []
-    return list(space.tilings(task, hw, lambda t: legal(task, t, hw)))
+    return list(space.tilings(task, hw, lambda t: legal(task, t, hw), steps=steps))
 
 
-def count_candidates(task: Any, hw: Hardware, checks: int = COUNT_CHECKS) -> tuple[int, bool]:
+def count_candidates(task: Any, hw: Hardware, checks: int = COUNT_CHECKS, *,
+                     steps: bool = False) -> tuple[int, bool]:
     """How many legal tilings ``task`` has on ``hw``: ``(count, exact)``. At most ``checks``
     legality checks are made (base sizes below a bisection's bound are counted unchecked);
     when they run out the count so far is returned with ``exact`` False. A kind that is not
@@ -182,7 +186,7 @@ def count_candidates(task: Any, hw: Hardware, checks: int = COUNT_CHECKS) -> tup
 
     n = 0
     try:
-        for _ in space.tilings(task, hw, ok, check_each=False):
+        for _ in space.tilings(task, hw, ok, check_each=False, steps=steps):
             n += 1
     except _Budget:
         return n, False

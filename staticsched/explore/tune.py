@@ -61,6 +61,8 @@ class TuneOptions:
     op_budget: int | None = None
     max_candidates: int = 32
     polish: int = 3
+    #: also search the matmul's L1 reuse steps (step_m, step_n in 1, 2, 4)
+    steps: bool = False
 
 
 @attrs.define
@@ -192,7 +194,7 @@ class Search:
     def tune_task(self, task: Any) -> None:
         """One coordinate: every legal tiling of ``task``, the other tasks as they are."""
         hw, opts = self.hw, self.opts
-        tilings = candidates(task, hw)
+        tilings = candidates(task, hw, steps=opts.steps)
         self.legal.append((task.id, len(tilings)))
         now = tiling_label(self.current[task.id])
         self.rep.line(f"[tune] {task.id}: {len(tilings)} legal tilings (now {now}), scheduled in bound order")
