@@ -6,8 +6,6 @@ import importlib
 
 import attrs
 
-from staticsched.model import synthetic
-from staticsched.solver import build_problems
 from staticsched.solver.budget import Clock
 from staticsched.solver.feasibility import model_violations
 from staticsched.solver.list_sched import Timetable
@@ -104,8 +102,7 @@ def test_a_window_does_not_count_a_flag_live_past_its_span_against_nothing():
 
 
 def test_a_search_timetable_that_breaks_the_model_leaves_the_list_schedule(monkeypatch):
-    graph, hw = synthetic.tile_pipeline(20, flag_latency=1)
-    ((prob, _),) = build_problems(graph, hw)
+    prob, _ = held_past_the_window()  # its list schedule (120) is above the bound (100)
 
     def broken(prob, tt, **kwargs):
         return LnsResult(attrs.evolve(tt, starts=[0] * prob.n), "deterministic_limit")
