@@ -6,6 +6,8 @@ import importlib
 
 import attrs
 
+from staticsched.model.hardware import SyncModel
+from staticsched.model.pools import PoolKey
 from staticsched.solver.budget import Clock
 from staticsched.solver.feasibility import model_violations
 from staticsched.solver.list_sched import Timetable
@@ -20,7 +22,7 @@ solve_mod = importlib.import_module("staticsched.solver.solve")
 
 
 def held_past_the_window() -> tuple[Problem, Timetable]:
-    """Three items in a 48 KB mixed space, hold 0:
+    """Three items in a 48 KB mixed space, flag latency 0:
 
     * X, 16 KB at 0, held [0, 100) by ops 0 and 1 (pipe 0);
     * Y, 32 KB at 0, written by op 2 at 100 (pipe 1; it waits for X's bytes) and read by op 3
@@ -40,12 +42,13 @@ def held_past_the_window() -> tuple[Problem, Timetable]:
         n_cores=1,
         pipes=[(0, "MTE2"), (0, "MTE1"), (0, "CUBE"), (0, "VECTOR")],
         dur=[50, 50, 10, 10, 50, 50],
-        pipe=[0, 0, 1, 2, 3, 3],
+        pipe_of=[0, 0, 1, 2, 3, 3],
         edges=[(0, 1, 0), (2, 3, 0), (4, 5, 0)],
         spaces=[space],
         items=items,
         tokens=[],
         budgets=[],
+        sync=SyncModel(),
     )
     tt = Timetable([0, 50, 100, 1000, 500, 550], [0, 0, 32 * KB], 1010)
     assert model_violations(prob, tt.starts, tt.offsets) == []
@@ -63,7 +66,7 @@ def test_a_window_does_not_move_an_item_held_past_its_span_onto_other_bytes():
 
 
 def flag_past_the_window() -> tuple[Problem, Timetable]:
-    """One event id from pipe 0 to pipe 1, hold 0:
+    """One event id from pipe 0 to pipe 1, flag latency 0:
 
     * ops 0 (u, 50 cycles) and 1 (r, 10) on pipe 0 both feed op 3 (c) on pipe 1 at 1000, and
       r feeds op 6 (d) on pipe 1 and op 2 (x, 100 cycles, pipe 2): the flag u -> c is needed
@@ -78,7 +81,7 @@ def flag_past_the_window() -> tuple[Problem, Timetable]:
         n_cores=1,
         pipes=[(0, "MTE2"), (0, "MTE1"), (0, "CUBE")],
         dur=[50, 10, 100, 10, 50, 10, 10],
-        pipe=[0, 0, 2, 1, 0, 1, 1],
+        pipe_of=[0, 0, 2, 1, 0, 1, 1],
         edges=[(0, 3, 0), (1, 2, 0), (1, 3, 0), (1, 6, 0), (4, 5, 0)],
         spaces=[],
         items=[],
@@ -87,7 +90,8 @@ def flag_past_the_window() -> tuple[Problem, Timetable]:
             Token(1, 0, (3, 6), 0, ((0,), ())),
             Token(4, 0, (5,), 0, ((),)),
         ],
-        budgets=[Budget(("flag", 0, "MTE2", "MTE1"), 1, True)],
+        budgets=[Budget(PoolKey("flag", 0, "MTE2", "MTE1"), 1, True)],
+        sync=SyncModel(event_ids=1),
     )
     tt = Timetable([0, 50, 60, 1000, 400, 600, 60], [], 1010)
     assert model_violations(prob, tt.starts, tt.offsets) == []

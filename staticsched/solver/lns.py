@@ -251,7 +251,7 @@ def _solve_window(
     hint = Timetable([s[g] for g in ops], [tt.offsets[k] for k in items], max(s[g] + dur[g] for g in ops))
     # items whose accesses are all fixed keep their addresses (mixed spaces; uniform ones are
     # recoloured from the new timetable), and so do items whose hold may reach outside the
-    # span [t_begin, t_end + hold) -- a fixed first access before it or a fixed tail after
+    # span [t_begin, t_end + reuse_gap) -- a fixed first access before it or a fixed tail after
     # it: only the items held in the span are in the model, so a new address there could
     # take bytes an item held outside it uses
     fixed = {
@@ -297,7 +297,7 @@ def _may_move(
     it: ItemSpec, inside: set[int], s: Sequence[int], dur: Sequence[int], t0: int, t1: int
 ) -> bool:
     """Whether a window may give ``it`` a new address: the window accesses it, and its hold
-    stays within the span ``[t0, t1 + hold)`` wherever the window moves its accesses (window
+    stays within the span ``[t0, t1 + reuse_gap)`` wherever the window moves its accesses (window
     ops start at ``t0`` or later and end by ``t1``; fixed ones keep their starts)."""
     if it.first not in inside and not inside.intersection(it.tails):
         return False
