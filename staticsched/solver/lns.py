@@ -7,9 +7,11 @@ op may start as soon as the fixed ops before it on its pipe and its fixed predec
 (so earlier windows' gains carry forward) and must end by the window's old end (so the fixed
 ops after it stay valid). The fixed ops that touch the window -- neighbours by an edge, ops on
 its pipes in its span, first and last accesses of items held in the span, the ops of flag
-lifetimes live in it -- enter the model with their starts pinned; the objective is the
-window's end. Every intermediate timetable satisfies the model, and the caller's semi-active
-normalisation moves the ops after the last window forward.
+lifetimes live in it or, in a pool, up to where the window's own flags may live -- enter the
+model with their starts pinned; an item keeps its address unless the window accesses it and
+its hold stays in the span (outside it the model does not see the other items' bytes). The
+objective is the window's end. Every intermediate timetable satisfies the model, and the
+caller's semi-active normalisation moves the ops after the last window forward.
 
 Passes repeat until the budget is spent, each shifted by a third of the stride so windows cut
 the schedule elsewhere; a pass that improves nothing grows the windows by half (up to
@@ -45,7 +47,7 @@ from staticsched.solver.budget import (
 from staticsched.solver.cpmodel import solve_cpsat
 from staticsched.solver.feasibility import model_violations
 from staticsched.solver.list_sched import Timetable
-from staticsched.solver.problem import Problem, Token
+from staticsched.solver.problem import ItemSpec, Problem, Token
 
 #: ops per window at the start, and the largest window a pass without gain may grow to
 WINDOW = 90
@@ -248,13 +250,15 @@ def _solve_window(
     deadline = [t_end if g in inside else s[g] + dur[g] for g in ops]
     hint = Timetable([s[g] for g in ops], [tt.offsets[k] for k in items], max(s[g] + dur[g] for g in ops))
     # items whose accesses are all fixed keep their addresses (mixed spaces; uniform ones are
-    # recoloured from the new timetable)
+    # recoloured from the new timetable), and so do items whose hold may reach outside the
+    # span [t_begin, t_end + reuse_gap) -- a fixed first access before it or a fixed tail after
+    # it: only the items held in the span are in the model, so a new address there could
+    # take bytes an item held outside it uses
     fixed = {
         j: tt.offsets[k]
         for j, k in enumerate(items)
         if not prob.spaces[prob.items[k].space].slot
-        and prob.items[k].first not in inside
-        and not inside.intersection(prob.items[k].tails)
+        and not _may_move(prob.items[k], inside, s, dur, t_begin, t_end)
     }
     res = solve_cpsat(
         sub,
@@ -289,6 +293,19 @@ def _solve_window(
     )
 
 
+def _may_move(
+    it: ItemSpec, inside: set[int], s: Sequence[int], dur: Sequence[int], t0: int, t1: int
+) -> bool:
+    """Whether a window may give ``it`` a new address: the window accesses it, and its hold
+    stays within the span ``[t0, t1 + reuse_gap)`` wherever the window moves its accesses (window
+    ops start at ``t0`` or later and end by ``t1``; fixed ones keep their starts)."""
+    if it.first not in inside and not inside.intersection(it.tails):
+        return False
+    if it.first not in inside and s[it.first] < t0:
+        return False
+    return all(a in inside or s[a] + dur[a] <= t1 for a in it.tails)
+
+
 def _items_in_span(prob: Problem, tt: Timetable, inside: set[int], t0: int, t1: int) -> list[int]:
     """Binding items accessed by the window or held during its span."""
     s = tt.starts
@@ -304,19 +321,31 @@ def _items_in_span(prob: Problem, tt: Timetable, inside: set[int], t0: int, t1: 
 
 
 def _tokens_in_span(prob: Problem, s: Sequence[int], inside: set[int], t0: int, t1: int) -> list[int]:
-    """Binding tokens that involve the window or may be live during its span."""
+    """Binding tokens that involve the window, and those that may be live while one of them
+    is: during the span or, in its pool, up to the end the window's tokens may reach past the
+    span (reordering the window can switch on a token whose consumer comes after the span)."""
     dur = prob.dur
-    out = []
+    involved: set[int] = set()
+    reach: dict[int, int] = {}
     for k, tok in enumerate(prob.tokens):
         if not prob.budgets[tok.budget].binding:
             continue
         ops = (tok.producer, *tok.consumers)
         if any(o in inside for o in ops) or any(r in inside for rv in tok.triggers for r in rv):
+            involved.add(k)
+            # a window op starts before t1
+            end = tok.end(min(t1 if c in inside else s[c] for c in tok.consumers))
+            reach[tok.budget] = max(reach.get(tok.budget, t1), end)
+    out = []
+    for k, tok in enumerate(prob.tokens):
+        if k in involved:
             out.append(k)
+            continue
+        if not prob.budgets[tok.budget].binding:
             continue
         begin = s[tok.producer] + dur[tok.producer]
         end = tok.end(min(s[c] for c in tok.consumers))
-        if begin < t1 and end > t0:
+        if begin < reach.get(tok.budget, t1) and end > t0:
             out.append(k)
     return out
 
