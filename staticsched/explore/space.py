@@ -127,11 +127,11 @@ def matmul_tilings(task: Any, hw: Hardware, ok: Callable[[Any], bool], *,
     for db in (True, False):
         fits = lambda bm, bn, bk, db=db: ok(Tiling(bm, bn, bk, double_buffer=db))  # noqa: E731
         for bm, bn, top in _stairs(ms, ns, ks, fits):
-            steps = [(1, 1)]
+            pairs = [(1, 1)]
             if has_steps:
-                steps = [(sm, sn) for sm in _steps(-(-task.m // bm)) for sn in _steps(-(-task.n // bn))]
+                pairs = [(sm, sn) for sm in _steps(-(-task.m // bm)) for sn in _steps(-(-task.n // bn))]
             for bk in ks[: top + 1]:
-                for sm, sn in steps:
+                for sm, sn in pairs:
                     more = {"step_m": sm, "step_n": sn} if has_steps else {}
                     t = Tiling(bm, bn, bk, double_buffer=db, **more)
                     # base sizes below the walk's bound fit (monotone requirements); steps add
