@@ -30,6 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import attrs  # noqa: E402
 from mutations import (  # noqa: E402
     DATAFLOW_MUTATIONS,
+    MLP,
     PROGRAM_MUTATIONS,
     NoCandidate,
     restate,
@@ -41,34 +42,6 @@ from staticsched.model.hardware import load_hardware  # noqa: E402
 from staticsched.model.lowering import lower  # noqa: E402
 from staticsched.model.taskgraph import load_graph, load_taskgraph, taskgraph_from_dict  # noqa: E402
 from staticsched.verify import verify  # noqa: E402
-
-#: a matmul whose output feeds elementwise tasks on other cores (GM store -> load pairs)
-MLP = {
-    "format": "staticsched.taskgraph",
-    "version": 1,
-    "tensors": {
-        "x": {"shape": [80, 48], "dtype": "float16"},
-        "w": {"shape": [48, 72], "dtype": "float16"},
-        "b": {"shape": [72], "dtype": "float16"},
-        "h": {"shape": [80, 72], "dtype": "float16"},
-        "r": {"shape": [80, 72], "dtype": "float16"},
-        "s": {"shape": [80, 72], "dtype": "float16"},
-        "o": {"shape": [80, 72], "dtype": "float16"},
-    },
-    "tasks": [
-        {
-            "id": "mm",
-            "type": "matmul",
-            "a": "x",
-            "b": "w",
-            "out": "h",
-            "epilogue": [{"op": "bias", "tensor": "b"}, {"op": "gelu"}],
-            "tiling": {"base_m": 32, "base_n": 32, "base_k": 32},
-        },
-        {"id": "res", "type": "elementwise", "op": "add", "inputs": ["h", "r"], "out": "s"},
-        {"id": "act", "type": "elementwise", "op": "relu", "inputs": ["s"], "out": "o"},
-    ],
-}
 
 
 def programs() -> dict[tuple[str, str], tuple]:

@@ -10,6 +10,7 @@ import attrs
 import pytest
 from mutations import (
     DATAFLOW_MUTATIONS,
+    MLP,
     PROGRAM_MUTATIONS,
     NoCandidate,
     recost,
@@ -76,33 +77,6 @@ def test_shrunk_capacity_caught(name):
 
 # --------------------------------------------------------------------------- issue 10
 
-#: a matmul whose output feeds two elementwise tasks on other cores (GM store -> load pairs)
-MLP = {
-    "format": "staticsched.taskgraph",
-    "version": 1,
-    "tensors": {
-        "x": {"shape": [80, 48], "dtype": "float16"},
-        "w": {"shape": [48, 72], "dtype": "float16"},
-        "b": {"shape": [72], "dtype": "float16"},
-        "h": {"shape": [80, 72], "dtype": "float16"},
-        "r": {"shape": [80, 72], "dtype": "float16"},
-        "s": {"shape": [80, 72], "dtype": "float16"},
-        "o": {"shape": [80, 72], "dtype": "float16"},
-    },
-    "tasks": [
-        {
-            "id": "mm",
-            "type": "matmul",
-            "a": "x",
-            "b": "w",
-            "out": "h",
-            "epilogue": [{"op": "bias", "tensor": "b"}, {"op": "gelu"}],
-            "tiling": {"base_m": 32, "base_n": 32, "base_k": 32},
-        },
-        {"id": "res", "type": "elementwise", "op": "add", "inputs": ["h", "r"], "out": "s"},
-        {"id": "act", "type": "elementwise", "op": "relu", "inputs": ["s"], "out": "o"},
-    ],
-}
 
 
 def _graph(name: str):
