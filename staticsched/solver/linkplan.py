@@ -20,7 +20,7 @@ chooses as above.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -46,6 +46,9 @@ class LinkPlan:
     note: str
     pairs: tuple[Pair, ...] = attrs.field(converter=tuple)
     splits: tuple[tuple[str, tuple[Pair, ...]], ...] = attrs.field(converter=tuple, default=())
+    #: coupled: the binding links, whose cores :func:`coupled_pairs` joins into one problem
+    #: (built only when the chip's search is chosen: on 16 cores that takes seconds)
+    binding: tuple[LinkDemand, ...] = attrs.field(converter=tuple, default=())
 
 
 def _demand_text(d: LinkDemand) -> str:
@@ -60,7 +63,7 @@ def plan_links(
     *,
     policy: str = "auto",
     overhead_holds: bool = True,
-    relax: object = None,
+    transfers: dict[int, Transfer] | None = None,
 ) -> LinkPlan:
     """Decide the case and build its problems.
 
@@ -73,13 +76,16 @@ def plan_links(
     overhead_holds
         Whether transfers hold their rate from their start (flags mode) or from the end of
         their overhead (timed mode): ``Problem.link_overhead_holds``.
-    relax
-        A function applied to every newly built problem (timed mode drops the event-id
-        budgets); None for none.
+    transfers
+        :func:`.links.transfers_of` of ``graph`` on ``hw`` when the caller has it already.
+
+    A coupled plan's ``pairs`` are the problems as given: :func:`coupled_pairs` builds the
+    chip's problems when they are needed.
     """
     if not hw.links:
         return LinkPlan("none", "", pairs)
-    transfers = transfers_of(graph, hw)
+    if transfers is None:
+        transfers = transfers_of(graph, hw)
     demands = link_demands(graph, hw, transfers)
     binding = [d for d in demands if d.binding]
     if not binding:
@@ -100,25 +106,38 @@ def plan_links(
                         "can use more than its share", pairs)
     if policy == "split":
         return LinkPlan("equal split", f"equal static split ({shares}), forced", equal)
-    # coupled: the cores of each group of binding links that share cores become one problem
-    merge = _components(binding)
-    merged = build_problems(graph, hw, merge)
+    splits = [("equal split", tuple(equal))]
+    weighted = _split(graph, pairs, touched, binding, transfers, overhead_holds, weighted=True)
+    if weighted != equal:
+        splits.append(("weighted split", tuple(weighted)))
+    coupled = ", ".join(f"{len(c)} cores" for c in _components(binding))
+    note = ("coupled: " + "; ".join(_demand_text(d) for d in binding) + f"; solved as one problem "
+            f"({coupled}) from the best of the cores' own timetables and static splits")
+    return LinkPlan("coupled", note, pairs, splits, binding)
+
+
+def coupled_pairs(
+    graph: OpGraph,
+    hw: Hardware,
+    lp: LinkPlan,
+    transfers: dict[int, Transfer],
+    overhead_holds: bool,
+    relax: Callable[[Problem], Problem] | None = None,
+) -> list[Pair]:
+    """The chip's problems of a coupled plan: the cores of each group of binding links that
+    share cores become one problem holding the whole bandwidth. ``relax`` is applied to every
+    problem built (timed mode drops the event-id budgets)."""
+    linked = {c for d in lp.binding for c in d.cores}
+    merged = build_problems(graph, hw, _components(lp.binding))
     if relax is not None:
         merged = [(relax(p), m) for p, m in merged]
-    full = {d.name: d.units for d in binding}
+    full = {d.name: d.units for d in lp.binding}
     out = []
     for prob, pmap in merged:
         if linked.intersection(pmap.cores):
             prob = attach_links(prob, pmap.ops, transfers, full, overhead_holds)
         out.append((prob, pmap))
-    splits = [("equal split", tuple(equal))]
-    weighted = _split(graph, pairs, touched, binding, transfers, overhead_holds, weighted=True)
-    if weighted != equal:
-        splits.append(("weighted split", tuple(weighted)))
-    coupled = ", ".join(f"{len(c)} cores" for c in merge)
-    note = ("coupled: " + "; ".join(_demand_text(d) for d in binding) + f"; solved as one problem "
-            f"({coupled}) from the best of the cores' own timetables and static splits")
-    return LinkPlan("coupled", note, out, splits)
+    return out
 
 
 def _split(

@@ -18,7 +18,7 @@ import attrs
 
 from staticsched.errors import InputError
 from staticsched.model.hardware import Hardware
-from staticsched.model.links import peak_usage
+from staticsched.model.links import Transfer, peak_usage
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.schedule import OpTime, Placement, Schedule
 from staticsched.options import LINK_POLICIES, METHODS
@@ -39,7 +39,7 @@ from staticsched.solver.cpmodel import solve_cpsat
 from staticsched.solver.decompose import build_problems
 from staticsched.solver.explain import explain_stuck, precheck
 from staticsched.solver.feasibility import model_violations
-from staticsched.solver.linkplan import LinkPlan, plan_links
+from staticsched.solver.linkplan import LinkPlan, coupled_pairs, plan_links
 from staticsched.solver.links import LinkSpec, Xfer, fix_rates, link_bound, transfers_of
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
 from staticsched.solver.lns import improve_lns
@@ -161,8 +161,9 @@ def solve(
         pairs = [(relax_event_budgets(prob), pmap) for prob, pmap in pairs]
     precheck(graph, hw, pairs)
     say = progress or (lambda line: None)
+    transfers = transfers_of(graph, hw) if hw.links else {}
     lp = plan_links(graph, hw, pairs, policy=link_policy, overhead_holds=event_budgets,
-                    relax=None if event_budgets else relax_event_budgets)
+                    transfers=transfers)
     if lp.note:
         say(f"links: {lp.note}")
     run = _Run(method, time_limit, seed, workers, time_mode)
@@ -170,36 +171,45 @@ def solve(
     best: tuple[list[tuple[Problem, ProblemMap]], list[SubResult]] | None = None
     if lp.case == "coupled":
         lp, starts, best, pairs_to_solve = _coupled_start(graph, hw, pairs, lp, run, say, progress,
-                                                          event_budgets)
+                                                          event_budgets, transfers)
         lp = attrs.evolve(lp, pairs=pairs_to_solve)
     solved_pairs, results = _solve_pairs(graph, list(lp.pairs), run, say, progress, starts)
     if best is not None and _assembled_makespan(*best) < _assembled_makespan(solved_pairs, results):
         solved_pairs, results = best  # a search never ends worse than its start; kept honest
-    bound = chip_lower_bound(graph, hw, pairs)
+    bound = chip_lower_bound(graph, hw, pairs, transfers)
     return _assemble(graph, hw, solved_pairs, results, method, time.monotonic() - t0, lp, bound)
 
 
 def chip_lower_bound(
-    graph: OpGraph, hw: Hardware, pairs: list[tuple[Problem, ProblemMap]]
+    graph: OpGraph,
+    hw: Hardware,
+    pairs: list[tuple[Problem, ProblemMap]],
+    transfers: dict[int, Transfer] | None = None,
 ) -> tuple[int, str, list[tuple[str, int]]]:
     """A lower bound of the user's problem (never of a restricted one): the best of every
     core group's own bound (pipes, critical path) and, per shared link, the bytes all cores
     move on it at its whole bandwidth between their heads and tails (:func:`.links.
-    link_bound`). Returns the value, what gives it, and every link's bound."""
+    link_bound`). Returns the value, what gives it, and every link's bound. ``transfers`` is
+    :func:`.links.transfers_of` when the caller has it."""
     best, source = 0, ""
-    transfers = transfers_of(graph, hw) if hw.links else {}
+    if transfers is None:
+        transfers = transfers_of(graph, hw) if hw.links else {}
     head: dict[int, int] = {}
     after: dict[int, int] = {}
-    cores = {}
+    # identical cores (equal problems) have one bound and one set of path lengths
+    seen: dict[Problem, tuple[int, str, list[int], list[int]]] = {}
     for prob, pmap in pairs:
-        b = lower_bound(prob, pmap.cores)
-        if b.value > best:
-            best, source = b.value, b.source
+        known = seen.get(prob)
+        if known is None:
+            b = lower_bound(prob, pmap.cores)
+            h, q = (head_lengths(prob), tail_lengths(prob)) if transfers else ([], [])
+            known = seen[prob] = (b.value, b.source, h, q)
+        value, src, h, q = known
+        if value > best:
+            best, source = value, src
         if transfers:
-            h, q = head_lengths(prob), tail_lengths(prob)
             for li, gi in enumerate(pmap.ops):
                 head[gi], after[gi] = h[li], q[li] - prob.dur[li]
-        cores[pmap.cores] = b.value
     links = []
     if transfers:
         specs = [LinkSpec(lk.name, lk.units) for lk in hw.links]
@@ -269,6 +279,7 @@ def _coupled_start(
     say: Callable[[str], None],
     progress: Callable[[str], None] | None,
     overhead_holds: bool,
+    transfers: dict[int, Transfer],
 ):
     """List-schedule the cheap candidates of a coupled plan -- the cores as if the link were
     not there (kept when their timetable happens to fit it) and the static splits -- and
@@ -281,7 +292,7 @@ def _coupled_start(
     quick = attrs.evolve(run, method="list")
     free = _solve_pairs(graph, list(pairs), quick, say, progress)
     own = _assembled_makespan(*free)
-    fits = _fits_links(graph, hw, *free, overhead_holds=overhead_holds)
+    fits = _fits_links(hw, transfers, *free, overhead_holds=overhead_holds)
     tried = [f"own timetables {own}" + ("" if fits else " (overload the link)")]
     cands = [("own timetables", list(pairs), free)] if fits else []
     for name, split in lp.splits:
@@ -299,11 +310,16 @@ def _coupled_start(
                 f"{listed}), so each core is solved with its share")
         return attrs.evolve(lp, case=name, note=note), [None] * len(problems), None, problems
     note = f"{lp.note} (list schedules: {listed}; the chip's search starts from the {name})"
-    return attrs.evolve(lp, note=note), _seeds(lp, *best, graph), best, list(lp.pairs)
+    chip = coupled_pairs(graph, hw, lp, transfers, overhead_holds,
+                         None if overhead_holds else relax_event_budgets)
+    return attrs.evolve(lp, note=note), _seeds(chip, *best, graph), best, chip
 
 
 def _seeds(
-    lp: LinkPlan, seed_pairs: list[tuple[Problem, ProblemMap]], seeded: list[SubResult], graph: OpGraph
+    chip: list[tuple[Problem, ProblemMap]],
+    seed_pairs: list[tuple[Problem, ProblemMap]],
+    seeded: list[SubResult],
+    graph: OpGraph,
 ) -> list[Timetable | None]:
     """Start timetables for the coupled problems from a candidate's solution (a static split,
     or the cores' own timetables when they fit the link): the same starts, addresses and
@@ -317,7 +333,7 @@ def _seeds(
         for lk, gk in enumerate(pmap.items):
             offset[gk] = res.offsets[lk]
     out: list[Timetable | None] = []
-    for prob, pmap in lp.pairs:
+    for prob, pmap in chip:
         starts = [start[g] for g in pmap.ops]
         rates = [rate[g] for g in pmap.ops] if prob.xfers else []
         fixed = fix_rates(prob, rates)
@@ -328,8 +344,8 @@ def _seeds(
 
 
 def _fits_links(
-    graph: OpGraph,
     hw: Hardware,
+    transfers: dict[int, Transfer],
     pairs: list[tuple[Problem, ProblemMap]],
     results: list[SubResult],
     overhead_holds: bool,
@@ -337,7 +353,6 @@ def _fits_links(
     """Whether the chip timetable of ``results`` (every transfer at its path's rate) stays
     within every link's bandwidth, transfers holding from their start (flags) or from the end
     of their overhead (timed)."""
-    transfers = transfers_of(graph, hw)
     holds: dict[str, list[tuple[int, int, int]]] = {lk.name: [] for lk in hw.links}
     for (_, pmap), res in zip(pairs, results, strict=True):
         for li, gi in enumerate(pmap.ops):
