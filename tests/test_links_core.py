@@ -52,7 +52,7 @@ def _greedy(xs, units, seed):
             r = tracker.rate(x, t)
             if r:
                 break
-            t = tracker.next_change()
+            t = tracker.next_change(t)
         starts[x.op], rates[x.op] = t, r
         durs[x.op] = tracker.take(x, t, r) - t
         t += rng.randint(0, 3)
@@ -108,3 +108,19 @@ def test_link_bound_never_exceeds_the_exact_serial_optimum(raw):
     # and it is at least the trivial bounds
     assert bound >= max(r + p + q for r, p, q in raw)
     assert bound >= min(heads) + sum(p for _, p, _ in raw) + min(tails)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.integers(2, 24), st.integers(1, 5000), st.integers(64, 1000 * 64), st.integers(0, 40))
+def test_link_bound_never_exceeds_transfers_sharing_the_link_at_fractional_rates(n, nbytes, units, over):
+    # n equal transfers started together, each at an n-th of the link: a feasible timetable
+    # whose makespan the bound must not exceed (rounding each transfer's time at the whole
+    # bandwidth up to a cycle added up to n cycles too many)
+    rate = units // n
+    if rate == 0:
+        return
+    xs = [Xfer(i, nbytes, over, units, (0,)) for i in range(n)]
+    feasible = xs[0].cycles(rate)
+    ((_, bound),) = link_bound([LinkSpec("L", units)], xs, [0] * n, [0] * n)
+    assert bound <= feasible
+    assert bound >= over + -(-n * nbytes * 64 // units)

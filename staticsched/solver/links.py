@@ -14,7 +14,6 @@ their data phase ``[start + overhead, end)``, each at its chosen rate. The piece
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -73,9 +72,22 @@ LOOKAHEAD = 8
 class LinkTracker:
     """Rates held on each link while a list schedule is built (start times never decrease)."""
 
-    def __init__(self, links: Sequence[LinkSpec], overhead_holds: bool) -> None:
+    def __init__(
+        self,
+        links: Sequence[LinkSpec],
+        overhead_holds: bool,
+        patient: bool = True,
+        overheads: Sequence[int] = (),
+    ) -> None:
         self.links = links
         self.overhead_holds = overhead_holds
+        #: a transfer may wait for a hold to end when a faster start then finishes sooner
+        #: (:data:`LOOKAHEAD`); an eager one takes what is free now (on a chip of many cores
+        #: waiting leaves bandwidth idle, which the eager variant does not)
+        self.patient = patient
+        #: the transfers' overheads: a transfer whose rate is held only after its overhead
+        #: may be issued that much before a hold ends, so its data follows without a gap
+        self.overheads = () if overhead_holds else tuple(sorted(set(overheads) - {0}))
         #: per link: (hold start, end, units) of the transfers started so far and not over
         self.active: list[list[tuple[int, int, int]]] = [[] for _ in links]
         #: free units per (link, since) while the holds do not change (the scheduler asks for
@@ -136,6 +148,8 @@ class LinkTracker:
         if r < max(1, x.path_units // MIN_RATE_FRACTION):
             # below the minimum: wait for holds to end, unless none will (then this is all)
             return r if r > 0 and not any(self.active[k] for k in x.links) else 0
+        if not self.patient:
+            return r
         # a slow start now, or a faster one when a hold ends: whichever finishes first
         end = t + x.cycles(r)
         for c in sorted({e for k in x.links for _, e, _ in self.active[k] if t < e < end})[:LOOKAHEAD]:
@@ -154,9 +168,14 @@ class LinkTracker:
         self._rates.clear()
         return end
 
-    def next_change(self) -> int | None:
+    def next_change(self, after: int) -> int | None:
+        """The first cycle after ``after`` at which a transfer may get more bandwidth: a hold's
+        end, or (data-phase holds) an overhead before it."""
         ends = [e for lst in self.active for _, e, _ in lst]
-        return min(ends) if ends else None
+        if not ends:
+            return None
+        later = [c for e in ends for c in (e, *(e - ov for ov in self.overheads)) if c > after]
+        return min(later, default=None)
 
 
 def link_bound(
@@ -169,11 +188,17 @@ def link_bound(
     transfers at its bandwidth, each no earlier than its op's head plus overhead, each
     followed by its op's tail (the longest path from its end). Relaxing to one preemptive
     machine of speed ``units`` gives the bound, computed exactly by Jackson's preemptive
-    schedule (serve the released job with the longest tail first)."""
+    schedule (serve the released job with the longest tail first).
+
+    The schedule runs in units of ``1 / spec.units`` cycle, in which a transfer moves its
+    ``bytes * RATE_DENOM`` exactly: rounding each transfer up to whole cycles would add up
+    to a cycle per transfer, and transfers sharing the link at fractional rates lose nothing
+    to rounding (a bound that rounded was above feasible timetables)."""
     out = []
     for k, spec in enumerate(links):
+        u = spec.units
         jobs = sorted(
-            (heads[x.op] + x.overhead, math.ceil(x.bytes * RATE_DENOM / spec.units), tails[x.op])
+            ((heads[x.op] + x.overhead) * u, x.bytes * RATE_DENOM, tails[x.op] * u)
             for x in xfers if k in x.links
         )
         if not jobs:
@@ -196,7 +221,7 @@ def link_bound(
                 heapq.heappush(ready, (neg_tail, rem - run))
             else:
                 best = max(best, t - neg_tail)
-        out.append((spec.name, best))
+        out.append((spec.name, -(-best // u)))
     return out
 
 
