@@ -15,8 +15,9 @@ Usage::
     python benchmarks/memory.py                  # all cases, list scheduler (~30-60 minutes)
     python benchmarks/memory.py --only c d       # some cases
     python benchmarks/memory.py --verify         # also verify every program (slow at 4096^3)
+    python benchmarks/memory.py --mode timed     # timed programs (exact issue cycles)
 
-Every makespan is the emitted flags program's (``compile_graph``, ``mode="flags"``); bounds are
+Every makespan is the emitted program's (``compile_graph``, flags by default); bounds are
 the solver's lower bounds (the maximum of the per-core pipe bounds and each link's bytes over
 its bandwidth). Times are wall-clock and noisy.
 """
@@ -56,12 +57,14 @@ def run(label: str, graph: TaskGraph, hw_name: str, args: argparse.Namespace, **
     hw = load_hardware(hw_name)
     og = as_opgraph(graph, hw)
     t0 = time.perf_counter()
-    res = compile_graph(og, hw, method=args.method, time_limit=args.time_limit, workers=args.workers, **kw)
+    res = compile_graph(og, hw, method=args.method, time_limit=args.time_limit, workers=args.workers,
+                        mode=args.mode, **kw)
     t_solve = time.perf_counter() - t0
     s = res.schedule
     verified = "not run"
     if args.verify:
         verified = "clean" if verify(res.program, hw, jitter=0).ok else "FAILED"
+    label = f"{label} ({args.mode})"
     links = dict(gm_traffic(og, hw).links)
     row = {
         "case": label, "hw": hw_name, "ops": len(og.ops), "makespan": res.program.makespan,
@@ -87,6 +90,7 @@ def main() -> None:
     ap.add_argument("--method", default="list", choices=("list", "cpsat"))
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--mode", default="flags", choices=("flags", "timed"), help="program mode")
     ap.add_argument("--verify", action="store_true", help="verify every program (flags, no jitter)")
     args = ap.parse_args()
     cases = args.only or list("abcd")
