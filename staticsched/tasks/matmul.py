@@ -959,7 +959,11 @@ def strategy(
     out = f"{prefix}y"
     tensors[out] = {"shape": [*batch, m, n]}
     epilogue = []
-    ops = st.sampled_from(SAFE_STEPS)
+    # a chained ``a`` (a softmax's or a norm's output) gives rows of nearly equal values: a
+    # norm of such rows after row offsets divides fp16 rounding by a tiny deviation (a drawn
+    # attention -> softmax -> matmul + add_row + add_row + layernorm differed by 0.03), which
+    # tests fp16 conditioning, not the schedule
+    ops = st.sampled_from(SAFE_STEPS if src is None else tuple(op for op in SAFE_STEPS if op not in ROWOPS))
     for j, op in enumerate(draw(st.lists(ops, max_size=3), label="epilogue")):
         step: dict[str, Any] = {"op": op}
         if op in ROWOPS:
