@@ -190,7 +190,9 @@ def list_schedule(
     prob
         The problem.
     variants, fallbacks
-        Ways to run the scheduler; the fallbacks run only if no variant finished.
+        Ways to run the scheduler; the fallbacks run only if no variant finished. The
+        default variants grow by :data:`RELEASE_VARIANTS` (no binding event-id pool) and
+        :data:`LINK_VARIANTS` (transfers on shared links); a caller's own tuple is run as given.
 
     Returns
     -------

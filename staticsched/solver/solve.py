@@ -278,7 +278,7 @@ def _coupled_start(
     run: _Run,
     say: Callable[[str], None],
     progress: Callable[[str], None] | None,
-    overhead_holds: bool,
+    event_budgets: bool,
     transfers: dict[int, Transfer],
 ):
     """List-schedule the cheap candidates of a coupled plan -- the cores as if the link were
@@ -288,11 +288,12 @@ def _coupled_start(
     otherwise the chip's problem does, from the best candidate.
 
     Returns the plan (its note naming the candidates and the choice), the start timetables,
-    the best candidate (pairs, results) and the problems to solve."""
+    the best candidate (pairs, results) and the problems to solve. ``event_budgets`` (flags
+    mode) also makes transfers hold their rate from issue; timed mode drops the budgets."""
     quick = attrs.evolve(run, method="list")
     free = _solve_pairs(graph, list(pairs), quick, say, progress)
     own = _assembled_makespan(*free)
-    fits = _fits_links(hw, transfers, *free, overhead_holds=overhead_holds)
+    fits = _fits_links(hw, transfers, *free, overhead_holds=event_budgets)
     tried = [f"own timetables {own}" + ("" if fits else " (overload the link)")]
     cands = [("own timetables", list(pairs), free)] if fits else []
     for name, split in lp.splits:
@@ -310,8 +311,8 @@ def _coupled_start(
                 f"{listed}), so each core is solved with its share")
         return attrs.evolve(lp, case=name, note=note), [None] * len(problems), None, problems
     note = f"{lp.note} (list schedules: {listed}; the chip's search starts from the {name})"
-    chip = coupled_pairs(graph, hw, lp, transfers, overhead_holds,
-                         None if overhead_holds else relax_event_budgets)
+    chip = coupled_pairs(graph, hw, lp, transfers, event_budgets,
+                         None if event_budgets else relax_event_budgets)
     return attrs.evolve(lp, note=note), _seeds(chip, *best, graph), best, chip
 
 
