@@ -19,6 +19,16 @@ from tests.test_event_budgets import _mlp
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _sigint_handled():
+    """Python's own SIGINT handler in this process, whatever started it: a shell runs a
+    background job (``pytest &``) with SIGINT ignored at the OS level, where Python leaves it
+    ignored (and the CLI subprocesses inherit that), which would fail every test here."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def test_sigint_after_a_cpsat_solve_raises_keyboard_interrupt():
     # CP-SAT installs its own SIGINT handler by default and leaves the process-level handler
     # at "terminate" afterwards: the signal below would then kill the test process
@@ -30,11 +40,18 @@ def test_sigint_after_a_cpsat_solve_raises_keyboard_interrupt():
         time.sleep(5)  # the handler raises at the next bytecode, well before this ends
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_until(tmp_path: Path, args: list[str], marker: str) -> tuple[int, str]:
     """Start the CLI, send SIGINT once ``marker`` appears on stderr, return (code, stderr)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # the CLI starts with SIGINT at its default action even when this process was started
+    # with it ignored (see _sigint_handled)
     proc = subprocess.Popen([sys.executable, "-m", "staticsched", *args], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            restore_signals=True, preexec_fn=_default_sigint)
     lines = []
     assert proc.stderr is not None
     for line in proc.stderr:

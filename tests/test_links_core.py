@@ -38,6 +38,24 @@ def test_peak_usage_is_the_per_cycle_maximum(raw):
         assert use[t] == level > cap and labels
 
 
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.integers(-1, 10), st.integers(0, 6)), max_size=14),
+    st.integers(0, 12),
+)
+def test_overflows_are_the_per_cycle_stretches_above_capacity(raw, cap):
+    """Every maximal stretch of cycles above the capacity, at its first cycle, with the level
+    and the holders there; empty and zero-rate intervals hold nothing."""
+    intervals = [(b, b + d, u, f"x{k}") for k, (b, d, u) in enumerate(raw)]
+    use = _per_cycle([(b, e, u) for b, e, u, _ in intervals], 50)
+    want = []
+    for t in range(50):
+        if use[t] > cap and (t == 0 or use[t - 1] <= cap):
+            holders = sorted(x for b, e, u, x in intervals if b <= t < e and u)
+            want.append((t, use[t], holders))
+    assert overflows(cap, intervals) == want
+
+
 def _greedy(xs, units, seed):
     """A feasible timetable by the tracker: transfers start in a random order, each when the
     link has room (as the list scheduler does)."""

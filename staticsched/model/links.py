@@ -16,6 +16,7 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
+import numpy as np
 
 from staticsched.model.hardware import RATE_DENOM, Hardware, rate_cycles
 from staticsched.model.opgraph import Op, OpGraph
@@ -114,30 +115,28 @@ def overflows(
     """Where ``(begin, end, units, label)`` intervals hold more than ``capacity`` units: one
     ``(cycle, units held, labels of the holders)`` per maximal stretch of overflow, at its
     first cycle."""
-    events: list[tuple[int, int, int]] = []
-    for k, (b, e, u, _) in enumerate(intervals):
-        if e > b and u:
-            events.append((b, 1, k))
-            events.append((e, 0, k))
-    events.sort()
-    active: dict[int, int] = {}
-    level = 0
+    if not intervals:
+        return []
+    # a chip's links carry ~10^5 transfers: the level after each cycle's events is a cumulative
+    # sum over the events sorted by cycle (all of one cycle's events apply before the level counts)
+    b, e, u = (np.fromiter((iv[k] for iv in intervals), np.int64, len(intervals)) for k in range(3))
+    real = (e > b) & (u != 0)
+    b, e, u = b[real], e[real], u[real]
+    if not len(b):
+        return []
+    times = np.concatenate((b, e))
+    order = np.argsort(times, kind="stable")
+    times = times[order]
+    level = np.cumsum(np.concatenate((u, -u))[order])
+    last = np.append(times[1:] != times[:-1], True)  # the last event of each cycle
+    cycles, levels = times[last], level[last]
+    over = levels > capacity
+    first = over & ~np.append(False, over[:-1])
+    labels = [iv[3] for iv, keep in zip(intervals, real.tolist(), strict=True) if keep]
     out = []
-    over = False
-    i = 0
-    while i < len(events):
-        t = events[i][0]
-        while i < len(events) and events[i][0] == t:
-            _, kind, k = events[i]
-            if kind == 0:
-                level -= active.pop(k)
-            else:
-                active[k] = intervals[k][2]
-                level += intervals[k][2]
-            i += 1
-        if level > capacity and not over:
-            out.append((t, level, sorted(intervals[k][3] for k in active)))
-        over = level > capacity
+    for t, lv in zip(cycles[first].tolist(), levels[first].tolist(), strict=True):
+        held = np.flatnonzero((b <= t) & (t < e)).tolist()
+        out.append((t, lv, sorted(labels[k] for k in held)))
     return out
 
 

@@ -37,6 +37,7 @@ from staticsched.verify.memory import (
 )
 from staticsched.verify.replay import Replay, simulate
 from staticsched.verify.report import CHECKS, Finding, Report
+from staticsched.verify.workers import Mapped, default_processes
 
 T = TypeVar("T")
 
@@ -128,32 +129,44 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
     found: dict[str, list[Finding]] = {c: [] for c in CHECKS}
     ix = clock.run("index", ProgramIndex, program, hw)
     found["input"].extend(ix.problems)
-    # the jittered replays need nothing but the index (and the nominal data with numeric): start
-    # them now, in worker processes for a big program, and collect them at the end
-    pending = clock.run("jitter", jitter_start, ix, jitter, seed) if jitter and not numeric else None
+    # the jittered replays of a timed program need nothing but the index: start them now, in
+    # worker processes for a big program, and collect them at the end; a flags program's start
+    # after the happens-before pass (a statically paired program keeping the reuse rule replays
+    # along the nominal issue order, fast)
+    early = bool(jitter) and not numeric and ix.timed
+    pending = clock.run("jitter", jitter_start, ix, jitter, seed) if early else None
+    # the checks that read nothing but the index run beside the replay in a worker process
+    # for a big program (when no jitter worker already takes the other CPUs)
+    side = Mapped(_index_checks, [ix], default_processes(ix.n, 1) if pending is None else 0)
     try:
-        found["flag"].extend(clock.run("flags", static_flag_findings, ix))
         rep = clock.run("replay", simulate, ix)
-        found["flag"].extend(double_set_findings(ix, rep.double_sets))
+        double_sets = double_set_findings(ix, rep.double_sets)
         found["deadlock"].extend(_deadlock_findings(ix, rep))
 
+        reuse: list[Finding] = []
         if ix.timed:
             det, df = clock.run("races", timed_pass, ix, rep)
         else:
             det, reuse, df = clock.run("races", flags_pass, ix, rep)
-            found["flag"].extend(reuse)
+            if jitter and not numeric:
+                kw = {"nominal": rep, "reuse_rule_kept": not reuse}
+                pending = clock.run("jitter", jitter_start, ix, jitter, seed, **kw)
         found["race"].extend(race_findings(ix, det, rep))
         found["dataflow"].extend(dataflow_findings(ix, df, rep))
-        found["dataflow"].extend(tensor_space_findings(ix))
-
-        cost, extents = clock.run("cost", cost_findings, ix)
-        found["cost"].extend(cost)
-        found["memory"].extend(extents)
-        found["memory"].extend(clock.run("memory", placement_findings, ix))
-        found["memory"].extend(clock.run("memory", live_range_findings, ix, rep))
-        found["memory"].extend(clock.run("memory", uninitialized_read_findings, ix, rep))
+        memory = [
+            *clock.run("memory", live_range_findings, ix, rep),
+            *clock.run("memory", uninitialized_read_findings, ix, rep),
+        ]
         found["conformance"].extend(clock.run("conformance", conformance_findings, ix, rep))
+        (checks,) = side.get()
+        ix.adopt_op_shapes(checks["shapes"])
         found["link"].extend(clock.run("links", link_findings, ix, rep))
+        for name, seconds in checks["timings"]:
+            clock.timings[name] = clock.timings.get(name, 0.0) + seconds
+        found["flag"].extend([*checks["flag"], *double_sets, *reuse])
+        found["dataflow"].extend(checks["dataflow"])
+        found["cost"].extend(checks["cost"])
+        found["memory"].extend([*checks["memory"], *memory])
 
         stats: dict[str, Any] = _counts(ix, rep)
         data = None
@@ -167,11 +180,31 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
             known = (frozenset(det.races), frozenset(df.unsatisfied))
             found["jitter"].extend(clock.run("jitter", jitter_collect, pending, ix, rep, *known))
     finally:
+        side.close()
         if pending is not None:
             pending.close()
     stats["jitter_replays"] = jitter
     findings = [f for c in CHECKS for f in found[c]]
     return Report(findings, stats, clock.timings)
+
+
+def _index_checks(ix: ProgramIndex) -> dict[str, Any]:
+    """The checks that need nothing but the index: static flags, tensor spaces, cost and
+    extents, placements (findings per check, and the seconds each took), and the op shapes
+    they found (:meth:`ProgramIndex.op_shapes`, for the link check)."""
+    clock = _Timer()
+    flags = clock.run("flags", static_flag_findings, ix)
+    spaces = clock.run("dataflow", tensor_space_findings, ix)
+    cost, extents = clock.run("cost", cost_findings, ix)
+    placement = clock.run("memory", placement_findings, ix)
+    return {
+        "flag": flags,
+        "dataflow": spaces,
+        "cost": cost,
+        "memory": [*extents, *placement],
+        "shapes": ix.op_shapes(),
+        "timings": sorted(clock.timings.items()),
+    }
 
 
 def _check_args(jitter: Any, seed: Any, tolerance: Any) -> None:

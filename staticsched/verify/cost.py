@@ -15,10 +15,14 @@ from typing import Any
 
 from staticsched.errors import StaticschedError
 from staticsched.model.opkinds import KINDS, ItemShape, extent_problems, item_shape
-from staticsched.verify.index import OP, ProgramIndex
+from staticsched.verify.index import ProgramIndex
 from staticsched.verify.report import Finding
 
 _FAILURES = (StaticschedError, KeyError, ValueError, TypeError, ZeroDivisionError)
+
+#: the evaluation of an op shape with an operand that is not a declared item (``input``
+#: reports it; nothing to evaluate)
+_UNDECLARED = "operand not declared"
 
 
 def cost_findings(ix: ProgramIndex) -> tuple[list[Finding], list[Finding]]:
@@ -37,31 +41,37 @@ def cost_findings(ix: ProgramIndex) -> tuple[list[Finding], list[Finding]]:
             sh = made[key] = item_shape(*key)
         shapes[it.name] = sh
     skip = {op for f in ix.problems for op in f.ops}
-    # a chip repeats a handful of op shapes thousands of times: one formula call per shape
-    memo: dict[tuple, tuple[str, int, list[str]] | str] = {}
+    shape_of, first = ix.op_shapes()
+    # one formula call per op shape
+    # None: not evaluated yet
+    memo: list[tuple[str, int, list[str]] | str | None] = [None] * len(first)
     cost: list[Finding] = []
     bounds: list[Finding] = []
+    instr, stream_of, streams = ix.instr, ix.stream_of, ix.streams
     for gid in range(ix.n):
-        if ix.role[gid] != OP:
+        k = shape_of[gid]
+        if k < 0:
             continue
-        ins = ix.instr[gid]
-        kind = KINDS.get(ins.kind)
-        if kind is None or ins.id in skip:
+        ins = instr[gid]
+        if ins.id in skip:
+            continue
+        got = memo[k]
+        if got is None:
+            names = (*ins.reads, *ins.writes)
+            if any(n not in shapes for n in names):
+                got = memo[k] = _UNDECLARED
+            else:
+                got = memo[k] = _evaluate(ix, KINDS[ins.kind], dict(ins.attrs), ins.reads, ins.writes, shapes)
+        if got is _UNDECLARED:
+            continue
+        if (
+            not isinstance(got, str)
+            and not got[2]
+            and got[0] == streams[stream_of[gid]].unit
+            and got[1] == ins.duration
+        ):
             continue
         names = (*ins.reads, *ins.writes)
-        if any(n not in shapes for n in names):
-            continue
-        key = (ins.kind, _cost_attrs(ins.attrs), tuple(shapes[n] for n in names), len(ins.reads))
-        try:
-            got = memo.get(key)
-        except TypeError:  # an attribute value that is not hashable (a hand-built program)
-            key, got = None, None
-        if got is None:
-            got = _evaluate(ix, kind, dict(ins.attrs), ins.reads, ins.writes, shapes)
-            if key is not None:
-                memo[key] = got
-        if not isinstance(got, str) and not got[2] and got[0] == ix.unit_of(gid) and got[1] == ins.duration:
-            continue
         where = ix.describe(gid)
         common: dict[str, Any] = {
             "ops": (ix.op_label(gid),),
@@ -125,23 +135,6 @@ def _evaluate(
         else:
             text = f"{type(exc).__name__}: {exc}"
         return f"no cost for kind '{kind.name}' on hardware '{ix.hw.name}': {text}"
-
-
-def _cost_attrs(attrs_: tuple[tuple[str, Any], ...]) -> tuple:
-    """The attributes as far as cost and extents see them: where a region lies in its tensor never
-    matters, only its shape (so the ~10^5 loads of a chip share a handful of keys)."""
-    out = []
-    for k, v in attrs_:
-        if k == "region":
-            try:
-                (r0, r1), (c0, c1) = v
-                v = ("shape", r1 - r0, c1 - c0)
-            except (TypeError, ValueError):
-                pass
-        elif k == "tensor":
-            continue
-        out.append((k, v))
-    return tuple(out)
 
 
 def _attrs_text(attrs_: tuple[tuple[str, Any], ...]) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from staticsched.verify.dataflow import Dataflow
-from staticsched.verify.index import OP, SET, Key, ProgramIndex, key_text
+from staticsched.verify.index import OP, SET, Access, Key, ProgramIndex, key_text
 from staticsched.verify.replay import Replay
 from staticsched.verify.report import Finding
 
@@ -38,30 +38,44 @@ class RaceDetector:
         #: (earlier gid, later gid) -> (kind, earlier label, later label)
         self.races: dict[tuple[int, int], tuple[str, str, str]] = {}
 
-    def access(self, me: Epoch, segs: Sequence[int], write: bool, hb: Callable[[Epoch], bool]) -> None:
-        """Check one access ``me`` of ``segs`` against the state, then record it.
+    def op(
+        self,
+        gid: int,
+        stream: int,
+        clock: int,
+        accesses: Sequence[Access],
+        hb: Callable[[Epoch], bool],
+        dataflow: Dataflow,
+    ) -> None:
+        """Check every access of micro-op ``gid`` against the state, then record it (and pass
+        its GM accesses to ``dataflow``).
 
-        ``hb(e)`` says whether epoch ``e`` happens before the current access.
+        ``hb(e)`` says whether epoch ``e`` happens before the op; ``clock`` is the op's own
+        entry in its epochs.
         """
-        gid, stream = me[0], me[1]
         last_write, reads, races = self.last_write, self.reads, self.races
-        for seg in segs:
-            w = last_write.get(seg)
-            if w is not None and w[0] != gid and w[1] != stream and not hb(w):
-                races.setdefault((w[0], gid), ("WAW" if write else "RAW", w[3], me[3]))
-            if write:
-                rs = reads.pop(seg, None)
-                if rs:
-                    for r in rs.values():
-                        if r[0] != gid and r[1] != stream and not hb(r):
-                            races.setdefault((r[0], gid), ("WAR", r[3], me[3]))
-                last_write[seg] = me
-            else:
-                rs = reads.get(seg)
-                if rs is None:
-                    reads[seg] = {stream: me}
+        for acc in accesses:
+            me = (gid, stream, clock, acc.label)
+            write = acc.write
+            for seg in acc.segs:
+                w = last_write.get(seg)
+                if w is not None and w[0] != gid and w[1] != stream and not hb(w):
+                    races.setdefault((w[0], gid), ("WAW" if write else "RAW", w[3], me[3]))
+                if write:
+                    rs = reads.pop(seg, None)
+                    if rs:
+                        for r in rs.values():
+                            if r[0] != gid and r[1] != stream and not hb(r):
+                                races.setdefault((r[0], gid), ("WAR", r[3], me[3]))
+                    last_write[seg] = me
                 else:
-                    rs[stream] = me
+                    rs = reads.get(seg)
+                    if rs is None:
+                        reads[seg] = {stream: me}
+                    else:
+                        rs[stream] = me
+            if acc.gm:
+                dataflow.access(me, acc.segs, write, hb)
 
 
 def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Finding], Dataflow]:
@@ -92,17 +106,15 @@ def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Findin
         v[local[s]] += 1
         r = role[g]
         if r == OP:
+            accs = accesses[g]
+            if not accs:
+                continue
             cs = comp[s]
 
             def hb(e: Epoch, v: list[int] = v, cs: int = cs) -> bool:
                 return comp[e[1]] == cs and e[2] <= v[local[e[1]]]
 
-            clock = v[local[s]]
-            for acc in accesses[g]:
-                me = (g, s, clock, acc.label)
-                det.access(me, acc.segs, acc.write, hb)
-                if acc.gm:
-                    df.access(me, acc.segs, acc.write, hb)
+            det.op(g, s, v[local[s]], accs, hb, df)
         elif r == SET:
             k = ix.key_of[g]
             i = set_count.get(k, 0)
@@ -164,11 +176,7 @@ def timed_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, Dataflow]:
         def hb(e: Epoch, t: int = t) -> bool:
             return end[e[0]] <= t
 
-        for acc in ix.accesses[g]:
-            me = (g, s, s, acc.label)
-            det.access(me, acc.segs, acc.write, hb)
-            if acc.gm:
-                df.access(me, acc.segs, acc.write, hb)
+        det.op(g, s, s, ix.accesses[g], hb, df)
     return det, df
 
 

@@ -138,6 +138,8 @@ class ProgramIndex:
         self._item_segs: dict[str, tuple[int, ...]] = {}
         self._item_where: dict[str, str] = {}
         self._bounded: set[str] = set()
+        self._shapes: tuple[list[int], list[int]] | None = None
+        self._missing: dict[tuple[str, ...], list[str]] = {}
 
         self._check_header()
         self._index_tensors()
@@ -416,7 +418,11 @@ class ProgramIndex:
         if kind is None:
             return
         a = dict(ins.attrs)
-        for name in kind.missing(a):
+        names_key = (kind_name, *a)
+        missing = self._missing.get(names_key)
+        if missing is None:
+            missing = self._missing[names_key] = kind.missing(a)
+        for name in missing:
             self._input(
                 "missing_attr", f"{where()}: {kind_name} needs a {name!r} attribute", ops=(op_id,), core=core
             )
@@ -493,33 +499,45 @@ class ProgramIndex:
         # one Access object per distinct (data, direction): a chip has ~10^6 accesses of far
         # fewer items and regions
         made: dict[tuple, Access] = {}
+        item_access: tuple[dict[str, Access], dict[str, Access]] = ({}, {})
+        for name, segs in item_segs.items():
+            gm = name in unbounded
+            for write in (False, True):
+                item_access[write][name] = Access(labels[name], segs, write, gm)
         number = {name: k for k, name in enumerate(self.items)}
-        pairs: list[tuple[int, int, int, int]] = []  # (gid, item number, read position or -1, write)
+        # every (micro-op, declared item) operand: gid, item number, read position or -1, write
+        a_gid: list[int] = []
+        a_item: list[int] = []
+        a_pos: list[int] = []
+        a_write: list[int] = []
+        reads_of, writes_of = item_access
+        written_items: set[str] = set()
         for gid in range(self.n):
             if role[gid] != OP:
                 continue
             ins = instr[gid]
+            acc = []
             for pos, name in enumerate(ins.reads):
                 k = number.get(name)
                 if k is not None:
-                    pairs.append((gid, k, pos, 0))
+                    a_gid.append(gid)
+                    a_item.append(k)
+                    a_pos.append(pos)
+                    a_write.append(0)
+                a = reads_of.get(name)
+                if a is not None:
+                    acc.append(a)
             for name in ins.writes:
                 k = number.get(name)
                 if k is not None:
-                    pairs.append((gid, k, -1, 1))
-            acc = []
-            for names, write in ((ins.reads, False), (ins.writes, True)):
-                for name in names:
-                    a = made.get((name, write))
-                    if a is None:
-                        segs = item_segs.get(name)
-                        if segs is None:
-                            continue
-                        gm = name in unbounded
-                        a = made[(name, write)] = Access(labels[name], segs, write, gm)
-                        if gm and write:
-                            gm_written.update(segs)
+                    a_gid.append(gid)
+                    a_item.append(k)
+                    a_pos.append(-1)
+                    a_write.append(1)
+                a = writes_of.get(name)
+                if a is not None:
                     acc.append(a)
+                    written_items.add(name)
             for g in gm_by_gid.get(gid, ()):
                 key = (g.tensor, g.region, g.write)
                 a = made.get(key)
@@ -532,10 +550,16 @@ class ProgramIndex:
                     a = made[key] = Access(region_text(g.tensor, g.region), segs, g.write, True)
                 acc.append(a)
             accesses[gid] = tuple(acc)
-        table = np.array(pairs, dtype=np.int64).reshape(-1, 4)
+        for name in written_items & unbounded:
+            gm_written.update(item_segs[name])
         #: every (micro-op, declared item) operand as parallel arrays: gid, item number (in
         #: ``items`` order), position among the op's reads (-1 for a write), 1 for a write
-        self.item_access = (table[:, 0], table[:, 1], table[:, 2], table[:, 3].astype(bool))
+        self.item_access = (
+            np.array(a_gid, dtype=np.int64),
+            np.array(a_item, dtype=np.int64),
+            np.array(a_pos, dtype=np.int64),
+            np.array(a_write, dtype=bool),
+        )
 
     def cells(self, tensor: str, region: tuple[tuple[int, int], tuple[int, int]]) -> tuple[int, ...]:
         """The segments (grid cells) of a region of a written tensor, row-major."""
@@ -599,6 +623,67 @@ class ProgramIndex:
         self.comp_size = sizes
 
     # ------------------------------------------------------------------ queries used by checks
+    def adopt_op_shapes(self, shapes: tuple[list[int], list[int]]) -> None:
+        """Take :meth:`op_shapes` as a worker process computed it from this same index."""
+        if self._shapes is None:
+            self._shapes = shapes
+
+    def op_shapes(self) -> tuple[list[int], list[int]]:
+        """Micro-ops by *shape*: what the kind table computes for them (unit, duration, extents,
+        route) depends only on the kind, the attributes (a region's shape, not where it lies)
+        and the operand items' space, bytes, dtype and shape. A chip repeats a handful of shapes
+        ~10^5 times, so the checks work per shape.
+
+        Returns
+        -------
+        shape_of, first
+            Per gid the shape number (-1: not a kinded micro-op), and per shape the first gid
+            of it. An op whose attributes are not hashable (a hand-built program) is its own
+            shape.
+        """
+        if self._shapes is None:
+            item_key = {it.name: (it.space, it.bytes, it.dtype, it.shape) for it in self.items.values()}
+            number: dict[tuple, int] = {}
+            shape_of = [-1] * self.n
+            first: list[int] = []
+            role, instr = self.role, self.instr
+            for gid in range(self.n):
+                ins = instr[gid]
+                if role[gid] != OP or ins.kind not in KINDS:
+                    continue
+                key = (
+                    ins.kind,
+                    cost_attrs(ins.attrs),
+                    tuple(item_key.get(n) for n in ins.reads),
+                    tuple(item_key.get(n) for n in ins.writes),
+                )
+                try:
+                    k = number.setdefault(key, len(first))
+                except TypeError:
+                    k = len(first)
+                if k == len(first):
+                    first.append(gid)
+                shape_of[gid] = k
+            self._shapes = (shape_of, first)
+        return self._shapes
+
     def flag_keys(self) -> list[Key]:
         """Every flag key used, sorted."""
         return sorted(set(self.sets_of) | set(self.waits_of))
+
+
+def cost_attrs(attrs_: tuple[tuple[str, Any], ...]) -> tuple:
+    """The attributes as far as the kind table sees them: where a region lies in its tensor never
+    matters, only its shape (so the ~10^5 loads of a chip share a handful of keys)."""
+    out = []
+    for k, v in attrs_:
+        if k == "region":
+            try:
+                (r0, r1), (c0, c1) = v
+                v = ("shape", r1 - r0, c1 - c0)
+            except (TypeError, ValueError):
+                pass
+        elif k == "tensor":
+            continue
+        out.append((k, v))
+    return tuple(out)

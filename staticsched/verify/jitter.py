@@ -10,11 +10,8 @@ correct when every duration is exact).
 
 from __future__ import annotations
 
-import gc
-import multiprocessing as mp
-import os
+import functools
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
@@ -22,9 +19,10 @@ from staticsched.verify import numeric
 from staticsched.verify.dataflow import dataflow_findings
 from staticsched.verify.flags import double_set_findings
 from staticsched.verify.hb import race_findings, timed_pass
-from staticsched.verify.index import OP, ProgramIndex
+from staticsched.verify.index import OP, WAIT, ProgramIndex
 from staticsched.verify.replay import Replay, simulate
 from staticsched.verify.report import Finding
+from staticsched.verify.workers import Mapped, default_processes
 
 LOW, HIGH = 0.5, 3.0
 
@@ -34,24 +32,96 @@ def jitter_durations(ix: ProgramIndex, rng: np.random.Generator) -> list[int]:
     numbers does not depend on which instructions are micro-ops); sync stays 0 cycles."""
     factors = rng.uniform(LOW, HIGH, size=ix.n)
     base = np.asarray(ix.dur, dtype=np.float64)
-    scaled = np.maximum(1, np.rint(base * factors)).astype(np.int64).tolist()
-    return [scaled[g] if ix.role[g] == OP else 0 for g in range(ix.n)]
+    scaled = np.maximum(1, np.rint(base * factors)).astype(np.int64)
+    return np.where(np.asarray(ix.role) == OP, scaled, 0).tolist()
 
 
-#: programs with fewer instructions replay their jitter in this process: a worker process
-#: costs more to start than such a replay
-PARALLEL_MIN_INSTRUCTIONS = 50_000
-
-#: what forked workers inherit: (index, durations per replay, seed, count, data)
-_JOB: tuple | None = None
 
 
-def _replay(r: int) -> list[tuple[tuple, Finding]]:
-    """Findings of jitter replay ``r`` of :data:`_JOB`, each with the key that identifies the
+class StaticPairs:
+    """A flags program whose flag pairing no timing can change, whose nominal replay had no
+    stuck state and no double set, and that keeps the reuse rule: every key's sets come from
+    one stream and its waits from one stream (so wait #n consumes set #n under any durations),
+    and set #n happens after the wait that consumes set #n-1.
+
+    Happens-before is then the same graph for every replay (program order plus set #n ->
+    wait #n), and the nominal issue order is a linear extension of it. A jittered replay's
+    cycles follow from one pass along that order (``start = max(pipe free, matched set
+    visible)``), the same recurrence the event-driven replay evaluates, and no replay of such
+    a program can get stuck. A double set is set #n firing before wait #n-1 is released; the
+    reuse rule makes the wait come first at equal cycles (the event replay queues an
+    instruction only once everything happening before it has issued), so the pass checks
+    ``release(wait #n-1) <= fire(set #n)`` on its cycles and leaves any replay where that
+    fails to :func:`simulate`.
+    """
+
+    def __init__(self, ix: ProgramIndex, nominal: Replay) -> None:
+        self.order = nominal.order
+        self.matched = nominal.matched
+        later_sets: list[int] = []
+        earlier_waits: list[int] = []
+        for k, sets in ix.sets_of.items():
+            waits = ix.waits_of.get(k, [])
+            later_sets.extend(sets[1:])
+            earlier_waits.extend(waits[: len(sets) - 1])
+        self.sets = np.asarray(later_sets, dtype=np.int64)
+        self.waits = np.asarray(earlier_waits, dtype=np.int64)
+
+    @staticmethod
+    def applies(ix: ProgramIndex, nominal: Replay, reuse_rule_kept: bool) -> bool:
+        """Whether the program qualifies (see the class); ``reuse_rule_kept``: the reuse rule
+        check (:func:`staticsched.verify.hb.flags_pass`) found nothing."""
+        if not reuse_rule_kept or ix.timed or nominal.stuck_count or nominal.double_sets or ix.problems:
+            return False
+        stream_of = ix.stream_of
+        for table in (ix.sets_of, ix.waits_of):
+            for gids in table.values():
+                s = stream_of[gids[0]]
+                if any(stream_of[g] != s for g in gids):
+                    return False
+        return all(len(ix.waits_of.get(k, ())) == len(v) for k, v in ix.sets_of.items()) and len(
+            ix.waits_of
+        ) == len(ix.sets_of)
+
+    def replay(self, ix: ProgramIndex, dur: list[int]) -> Replay | None:
+        """The replay with durations ``dur`` (start and end cycles, the nominal order and
+        pairing), or None when a set fires before the wait of the previous set of its key is
+        released (a double set: :func:`simulate` reports it)."""
+        n = ix.n
+        start = [0] * n
+        end = [0] * n
+        free = [0] * len(ix.streams)
+        stream_of, role, latency, matched = ix.stream_of, ix.role, ix.latency, self.matched
+        for g in self.order:
+            s = stream_of[g]
+            t = free[s]
+            r = role[g]
+            if r == OP:
+                start[g] = t
+                end[g] = free[s] = t + dur[g]
+                continue
+            if r == WAIT:
+                m = matched[g]
+                v = start[m] + latency[m]
+                if v > t:
+                    t = free[s] = v
+            start[g] = end[g] = t
+        if len(self.sets):
+            at = np.asarray(start, dtype=np.int64)
+            if not bool(np.all(at[self.waits] <= at[self.sets])):
+                return None
+        rep = Replay(0)
+        rep.start, rep.end, rep.order, rep.matched = start, end, self.order, self.matched
+        return rep
+
+
+def _replay(job: tuple, r: int) -> list[tuple[tuple, Finding]]:
+    """Findings of jitter replay ``r`` of ``job``, each with the key that identifies the
     problem across replays."""
-    assert _JOB is not None
-    ix, durations, seed, count, data = _JOB
-    rep = simulate(ix, durations[r])
+    ix, durations, seed, count, data, fast = job
+    rep = fast.replay(ix, durations[r]) if fast is not None else None
+    if rep is None:
+        rep = simulate(ix, durations[r])
     note = f" (jitter replay {r + 1} of {count}, seed {seed})"
     out: list[tuple[tuple, Finding]] = []
     for d, f in zip(
@@ -90,28 +160,15 @@ def _replay(r: int) -> list[tuple[tuple, Finding]]:
 class Pending:
     """Jitter replays under way (in worker processes) or still to run (in this one)."""
 
-    def __init__(self, count: int, pool: Any, result: Any, job: tuple) -> None:
-        self.count, self.pool, self.result, self.job = count, pool, result, job
+    def __init__(self, mapped: Mapped) -> None:
+        self.mapped = mapped
 
     def get(self) -> list[list[tuple[tuple, Finding]]]:
-        global _JOB
-        if self.result is None:
-            _JOB = self.job
-            try:
-                return [_replay(r) for r in range(self.count)]
-            finally:
-                _JOB = None
-        try:
-            return self.result.get()
-        finally:
-            self.close()
+        return self.mapped.get()
 
     def close(self) -> None:
         """Stop the workers (idempotent)."""
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
-            self.pool = None
+        self.mapped.close()
 
 
 def start(
@@ -120,6 +177,8 @@ def start(
     seed: int,
     *,
     data: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]] | None = None,
+    nominal: Replay | None = None,
+    reuse_rule_kept: bool = False,
     processes: int | None = None,
 ) -> Pending:
     """Draw the jittered durations of ``count`` replays and start them in worker processes when
@@ -130,37 +189,29 @@ def start(
     data
         ``(inputs, nominal_gm)`` to also replay the numbers and compare every written tensor
         bit for bit with the nominal run.
+    nominal, reuse_rule_kept
+        The nominal replay, and whether the reuse rule check found nothing. When the program
+        qualifies (:class:`StaticPairs`), each replay is one pass along the nominal issue
+        order, in this process (a seventh of an event-driven replay), unless ``data`` asks for
+        numbers.
     processes
-        Worker processes for the replays (default: one fewer than the CPUs, at least one, for
-        programs of at least :data:`PARALLEL_MIN_INSTRUCTIONS` instructions without numeric
-        data; else none). The replays are independent, their durations are drawn here in
-        replay order, and their findings are merged in replay order, so the result does not
-        depend on it.
+        Worker processes for the replays (default:
+        :func:`~staticsched.verify.workers.default_processes`; none with numeric data). The
+        replays are independent, their durations are drawn here in replay order, and their
+        findings are merged in replay order, so the result does not depend on it.
     """
-    global _JOB
     rng = np.random.default_rng(seed)
     durations = [jitter_durations(ix, rng) for _ in range(count)]
-    job = (ix, durations, seed, count, data)
+    fast = None
+    if nominal is not None and data is None and StaticPairs.applies(ix, nominal, reuse_rule_kept):
+        fast = StaticPairs(ix, nominal)
+        processes = 0
+    job = (ix, durations, seed, count, data, fast)
     if processes is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         # numeric jitter runs BLAS, which is not to be trusted in a forked child of a process
         # whose BLAS threads are up: it stays here
-        big = ix.n >= PARALLEL_MIN_INSTRUCTIONS and data is None
-        processes = max(1, cpus - 1) if big and count else 0
-    processes = min(processes, count)
-    if processes < 1 or "fork" not in mp.get_all_start_methods():
-        # jitter is run in this process
-        return Pending(count, None, None, job)
-    # forked workers see the index as it is, without pickling ~10^6 instructions; frozen objects
-    # are left alone by the workers' cycle collector, so their pages stay shared
-    _JOB = job
-    gc.freeze()
-    try:
-        pool = mp.get_context("fork").Pool(processes)
-    finally:
-        _JOB = None
-        gc.unfreeze()
-    return Pending(count, pool, pool.map_async(_replay, range(count), chunksize=1), job)
+        processes = default_processes(ix.n, count) if data is None else 0
+    return Pending(Mapped(functools.partial(_replay, job), range(count), processes))
 
 
 def collect(

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from staticsched.model.hardware import RATE_DENOM
 from staticsched.model.links import overflows, rate_text, rate_units
 from staticsched.model.opkinds import KINDS, TRANSFER_KINDS, item_shape, transfer_route
-from staticsched.verify.index import OP, ProgramIndex
+from staticsched.verify.index import ProgramIndex
 from staticsched.verify.replay import Replay
 from staticsched.verify.report import Finding
 
@@ -37,34 +37,28 @@ def link_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
     out: list[Finding] = []
     holds: dict[str, list[tuple[int, int, int, str]]] = {lk.name: [] for lk in hw.links}
     skip = {op for f in ix.problems for op in f.ops}
+    # ~10^5 transfers of a handful of shapes: what a transfer holds is worked out once per shape
+    shape_of, first = ix.op_shapes()
+    memo = [_hold(ix, ix.instr[g]) if ix.instr[g].kind in TRANSFER_KINDS else None for g in first]
+    start, end = rep.start, rep.end
     for gid in range(ix.n):
-        if ix.role[gid] != OP or rep.start[gid] < 0:
+        k = shape_of[gid]
+        if k < 0 or start[gid] < 0:
             continue
-        ins = ix.instr[gid]
-        if ins.kind not in TRANSFER_KINDS or ins.id in skip:
+        got = memo[k]
+        if got is None or ix.instr[gid].id in skip:
             continue
-        route = _route(ix, ins)
-        if route is None:
-            continue
-        src, dst, _ = route
-        links = hw.links_of(src, dst)
-        if not links or not hw.has_path(src, dst):
-            continue
-        path = hw.path(src, dst)
-        full = rate_units(path.bytes_per_cycle)
-        rate = float(dict(ins.attrs).get("rate", 0.0) or 0.0)
-        units = rate * RATE_DENOM
-        if rate < 0 or units != int(units) or units > full:
+        if isinstance(got, str):
             out.append(Finding(
-                "link", "bad_rate",
-                f"{ix.describe(gid)}: rate {rate!r} B/cycle is not a multiple of 1/{RATE_DENOM} in "
-                f"(0, {rate_text(full)}] (path {src}->{dst})",
+                "link", "bad_rate", f"{ix.describe(gid)}: {got}",
                 ops=(ix.op_label(gid),), core=ix.core_of(gid), pipes=(ix.unit_of(gid),),
             ))
             continue
-        begin = rep.start[gid] + min(path.overhead, max(0, rep.end[gid] - rep.start[gid] - 1))
-        for lk in links:
-            holds[lk.name].append((begin, rep.end[gid], int(units) or full, ix.op_label(gid)))
+        links, overhead, units = got
+        begin = start[gid] + min(overhead, max(0, end[gid] - start[gid] - 1))
+        label = ix.op_label(gid)
+        for name in links:
+            holds[name].append((begin, end[gid], units, label))
     for lk in hw.links:
         over = overflows(lk.units, holds[lk.name])
         for cycle, level, who in over[:SHOWN]:
@@ -80,6 +74,30 @@ def link_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
                 f"link {lk.name}: {len(over) - SHOWN} further stretches over its bandwidth are not listed",
             ))
     return out
+
+
+def _hold(ix: ProgramIndex, ins) -> tuple[tuple[str, ...], int, int] | str | None:
+    """What a transfer of this shape holds: ``(link names, path overhead, rate units)``; None when
+    it uses no link (or has no route: other checks report that); the ``bad_rate`` text when its
+    rate is one no transfer of its path can have."""
+    route = _route(ix, ins)
+    if route is None:
+        return None
+    hw = ix.hw
+    src, dst, _ = route
+    links = hw.links_of(src, dst)
+    if not links or not hw.has_path(src, dst):
+        return None
+    path = hw.path(src, dst)
+    full = rate_units(path.bytes_per_cycle)
+    rate = float(dict(ins.attrs).get("rate", 0.0) or 0.0)
+    units = rate * RATE_DENOM
+    if rate < 0 or units != int(units) or units > full:
+        return (
+            f"rate {rate!r} B/cycle is not a multiple of 1/{RATE_DENOM} in "
+            f"(0, {rate_text(full)}] (path {src}->{dst})"
+        )
+    return tuple(lk.name for lk in links), path.overhead, int(units) or full
 
 
 def _route(ix: ProgramIndex, ins) -> tuple[str, str, int] | None:
