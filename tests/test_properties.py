@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import assume, given, note, settings
+from hypothesis import assume, event, given, note, settings
 from hypothesis import strategies as st
 from mutations import (
     DATAFLOW_MUTATIONS,
     PROGRAM_MUTATIONS,
     NoCandidate,
     equivalent,
+    only_the_seen_write_differs,
     restate,
     reuse_is_legal,
     shrink_capacity,
@@ -96,8 +97,15 @@ PROPERTY_EXPECTED: dict[str, set[tuple[str, str]]] = {
     # dependency's ordering when hoisted above it
     "hoist_above_wait": {("race", "")},
     # the op after the WAIT loses its ordering (a race) unless what it needed came from the op
-    # it swaps with, on the same pipe: then it reads before that write, in the same order
-    "swap_ops": {("race", ""), ("memory", "uninitialized_read"), ("dataflow", "read_before_write")},
+    # it swaps with, on the same pipe: then it reads before that write, in the same order; or
+    # the two ops touch different items at one L1 address, still in one pipe's order: then one
+    # item is overwritten while still live, which the restated live ranges show as an overlap
+    "swap_ops": {
+        ("race", ""),
+        ("memory", "uninitialized_read"),
+        ("dataflow", "read_before_write"),
+        ("memory", "item_overlap"),
+    },
     "overlap_items": {("memory", "item_overlap")},
     "reuse_id_early": {("flag", "reuse_rule")},
     "reverse_cross_pair": {("dataflow", "read_before_write")},
@@ -140,6 +148,12 @@ def test_mutations_are_always_reported(data):
         # a reordering that keeps every conflicting pair of accesses ordered the same way (e.g.
         # two writes of data nothing reads) is the same program: there is nothing to report
         assert report.ok, report.text()
+        return
+    if name == "swap_ops" and report.ok and only_the_seen_write_differs(res.program, mutant):
+        # the verifier's documented limit, counted in the statistics: accesses of data several
+        # ops write were reordered (a read sees another of those writes), and the program does
+        # not say which write a read was meant to see
+        event("swap_ops: only the order around data several ops write changed (documented limit)")
         return
     assert _expected_found(report, PROPERTY_EXPECTED[name]), (name, sorted(report.kinds()))
 
