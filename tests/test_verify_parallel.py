@@ -85,3 +85,18 @@ def test_side_worker_gives_the_same_report(monkeypatch):
     forked = verify(program, HW, jitter=2)
     assert forked.text() == inline.text()
     assert {c for c, _ in inline.kinds()} >= {"flag", "cost", "memory"}
+
+
+def test_jitter_along_the_nominal_order_gives_the_same_findings_in_workers():
+    """The fast jitter path in worker processes, in this process, and the event replays: one
+    result (here: nothing, on a clean program whose replays all take the fast path)."""
+    from staticsched.verify.jitter import StaticPairs
+
+    program = matmul_program(HW, 512, 256, 512, base=(64, 64, 64), cores=2)
+    ix = ProgramIndex(program, HW)
+    rep = simulate(ix)
+    assert StaticPairs.applies(ix, rep, reuse_rule_kept=True)
+    event = collect(start(ix, 3, 7, processes=0), ix, rep, frozenset())
+    for processes in (0, 2):
+        fast = start(ix, 3, 7, nominal=rep, reuse_rule_kept=True, processes=processes)
+        assert collect(fast, ix, rep, frozenset()) == event == []

@@ -44,6 +44,9 @@ _FLAGS = frozenset(("set_flag", "wait_flag"))
 Key = tuple
 
 
+new_access = tuple.__new__
+
+
 class Access(NamedTuple):
     """One operand access of a micro-op: ``label`` names the data, ``segs`` the segments.
 
@@ -136,7 +139,6 @@ class ProgramIndex:
         self._gm_seg_owner: list[tuple[int, str]] = []
         self._gm_item_of_seg: dict[int, str] = {}
         self._item_segs: dict[str, tuple[int, ...]] = {}
-        self._item_where: dict[str, str] = {}
         self._bounded: set[str] = set()
         self._shapes: tuple[list[int], list[int]] | None = None
         self._missing: dict[tuple[str, ...], list[str]] = {}
@@ -446,6 +448,7 @@ class ProgramIndex:
     # ------------------------------------------------------------------ memory segments
     def _index_segments(self) -> None:
         groups: dict[tuple[int, str], list[ProgItem]] = {}
+        # how an access of each item reads in messages: "t3 = L1[0,1024) of core 0"
         labels: dict[str, str] = {}
         unbounded: set[str] = set()
         for it in self.items.values():
@@ -454,24 +457,28 @@ class ProgramIndex:
                     groups.setdefault((it.core, it.space), []).append(it)
                 else:
                     self._item_segs[it.name] = ()
-                    self._item_where[it.name] = f"{it.space} of core {it.core} (empty)"
+                    labels[it.name] = f"{it.name} = {it.space} of core {it.core} (empty)"
             else:
                 seg = self._new_segs(1)[0]
                 self._item_segs[it.name] = (seg,)
-                self._item_where[it.name] = f"item '{it.name}'" + (f" in {it.space}" if it.space else "")
+                labels[it.name] = f"{it.name} = item '{it.name}'" + (f" in {it.space}" if it.space else "")
                 self._gm_item_of_seg[seg] = it.name
                 unbounded.add(it.name)
         for core, space in sorted(groups):
             items = groups[(core, space)]
             bounds = sorted({b for it in items for b in (it.offset, it.offset + it.bytes)})
             base = self._new_segs(len(bounds) - 1)[0] if len(bounds) > 1 else self.seg_count
+            # a core's buffers are a few address ranges used by thousands of items
+            spans: dict[tuple[int, int], tuple[int, ...]] = {}
             for it in items:
-                lo = bisect.bisect_left(bounds, it.offset)
-                hi = bisect.bisect_left(bounds, it.offset + it.bytes)
-                self._item_segs[it.name] = tuple(range(base + lo, base + hi))
-                self._item_where[it.name] = f"{space}[{it.offset},{it.offset + it.bytes}) of core {core}"
-        for name, where in self._item_where.items():
-            labels[name] = f"{name} = {where}"
+                key = (it.offset, it.bytes)
+                segs = spans.get(key)
+                if segs is None:
+                    lo = bisect.bisect_left(bounds, it.offset)
+                    hi = bisect.bisect_left(bounds, it.offset + it.bytes)
+                    segs = spans[key] = tuple(range(base + lo, base + hi))
+                self._item_segs[it.name] = segs
+                labels[it.name] = f"{it.name} = {space}[{it.offset},{it.offset + it.bytes}) of core {core}"
 
         written = {g.tensor for g in self.gm_accesses if g.write}
         rows: dict[str, set[int]] = {}
@@ -502,8 +509,10 @@ class ProgramIndex:
         item_access: tuple[dict[str, Access], dict[str, Access]] = ({}, {})
         for name, segs in item_segs.items():
             gm = name in unbounded
-            for write in (False, True):
-                item_access[write][name] = Access(labels[name], segs, write, gm)
+            label = labels[name]
+            # tuple.__new__ skips the NamedTuple constructor's Python frame (2 x 10^5 calls)
+            item_access[0][name] = new_access(Access, (label, segs, False, gm))
+            item_access[1][name] = new_access(Access, (label, segs, True, gm))
         number = {name: k for k, name in enumerate(self.items)}
         # every (micro-op, declared item) operand: gid, item number, read position or -1, write
         a_gid: list[int] = []

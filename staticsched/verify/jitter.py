@@ -192,8 +192,7 @@ def start(
     nominal, reuse_rule_kept
         The nominal replay, and whether the reuse rule check found nothing. When the program
         qualifies (:class:`StaticPairs`), each replay is one pass along the nominal issue
-        order, in this process (a seventh of an event-driven replay), unless ``data`` asks for
-        numbers.
+        order (a sixth of an event-driven replay), unless ``data`` asks for numbers.
     processes
         Worker processes for the replays (default:
         :func:`~staticsched.verify.workers.default_processes`; none with numeric data). The
@@ -205,7 +204,6 @@ def start(
     fast = None
     if nominal is not None and data is None and StaticPairs.applies(ix, nominal, reuse_rule_kept):
         fast = StaticPairs(ix, nominal)
-        processes = 0
     job = (ix, durations, seed, count, data, fast)
     if processes is None:
         # numeric jitter runs BLAS, which is not to be trusted in a forked child of a process
