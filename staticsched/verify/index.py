@@ -44,7 +44,7 @@ _FLAGS = frozenset(("set_flag", "wait_flag"))
 Key = tuple
 
 
-new_access = tuple.__new__
+_new_tuple = tuple.__new__
 
 
 class Access(NamedTuple):
@@ -511,8 +511,8 @@ class ProgramIndex:
             gm = name in unbounded
             label = labels[name]
             # tuple.__new__ skips the NamedTuple constructor's Python frame (2 x 10^5 calls)
-            item_access[0][name] = new_access(Access, (label, segs, False, gm))
-            item_access[1][name] = new_access(Access, (label, segs, True, gm))
+            item_access[0][name] = _new_tuple(Access, (label, segs, False, gm))
+            item_access[1][name] = _new_tuple(Access, (label, segs, True, gm))
         number = {name: k for k, name in enumerate(self.items)}
         # every (micro-op, declared item) operand: gid, item number, read position or -1, write
         a_gid: list[int] = []

@@ -79,9 +79,10 @@ class StaticPairs:
                 s = stream_of[gids[0]]
                 if any(stream_of[g] != s for g in gids):
                     return False
-        return all(len(ix.waits_of.get(k, ())) == len(v) for k, v in ix.sets_of.items()) and len(
-            ix.waits_of
-        ) == len(ix.sets_of)
+        # as many waits as sets of every key (a surplus would be an unpaired flag)
+        if ix.waits_of.keys() != ix.sets_of.keys():
+            return False
+        return all(len(ix.waits_of[k]) == len(v) for k, v in ix.sets_of.items())
 
     def replay(self, ix: ProgramIndex, dur: list[int]) -> Replay | None:
         """The replay with durations ``dur`` (start and end cycles, the nominal order and
@@ -157,20 +158,6 @@ def _replay(job: tuple, r: int) -> list[tuple[tuple, Finding]]:
     return out
 
 
-class Pending:
-    """Jitter replays under way (in worker processes) or still to run (in this one)."""
-
-    def __init__(self, mapped: Mapped) -> None:
-        self.mapped = mapped
-
-    def get(self) -> list[list[tuple[tuple, Finding]]]:
-        return self.mapped.get()
-
-    def close(self) -> None:
-        """Stop the workers (idempotent)."""
-        self.mapped.close()
-
-
 def start(
     ix: ProgramIndex,
     count: int,
@@ -180,7 +167,7 @@ def start(
     nominal: Replay | None = None,
     reuse_rule_kept: bool = False,
     processes: int | None = None,
-) -> Pending:
+) -> Mapped:
     """Draw the jittered durations of ``count`` replays and start them in worker processes when
     that pays (the caller goes on with other checks meanwhile); :func:`collect` the findings.
 
@@ -209,11 +196,11 @@ def start(
         # numeric jitter runs BLAS, which is not to be trusted in a forked child of a process
         # whose BLAS threads are up: it stays here
         processes = default_processes(ix.n, count) if data is None else 0
-    return Pending(Mapped(functools.partial(_replay, job), range(count), processes))
+    return Mapped(functools.partial(_replay, job), range(count), processes)
 
 
 def collect(
-    pending: Pending,
+    pending: Mapped,
     ix: ProgramIndex,
     nominal: Replay,
     known_races: frozenset,

@@ -1,9 +1,10 @@
 """Forked worker processes for the checks that can run beside the main pass.
 
 A chip's index holds ~10^6 instructions: pickling it to a worker would cost more than the
-check. A forked worker sees it as it is. :func:`fork_map` runs ``fn(item)`` for each item in
-worker processes when the program is big enough and the machine has a second CPU, and in this
-process (when the result is asked for) otherwise, so results never depend on it.
+check. A forked worker sees it as it is. :class:`Mapped` runs ``fn(item)`` for each item in
+worker processes when given any (:func:`default_processes`: for programs of at least
+:data:`PARALLEL_MIN_INSTRUCTIONS` instructions), and in this process when the result is asked
+for otherwise; ``fn`` is the same either way, so results never depend on it.
 """
 
 from __future__ import annotations
@@ -64,10 +65,6 @@ class Mapped:
             _JOB = None
             gc.unfreeze()
         self.result = self.pool.map_async(_call, range(len(self.items)), chunksize=1)
-
-    @property
-    def forked(self) -> bool:
-        return self.pool is not None
 
     def get(self) -> list[Any]:
         """The results in item order (runs them here when no worker does)."""
