@@ -116,3 +116,30 @@ def test_thirty_seconds_on_a_small_model_search_for_more_than_fifteen():
     assert s.status != "optimal", "la29 was proven: pick a harder instance so this test keeps its point"
     assert searched > 15, dict(s.stats)
     assert searched < 31, dict(s.stats)  # and the limit holds
+
+
+def test_the_wall_clock_net_fires_at_its_factor_of_the_limit(monkeypatch):
+    # la29 is not proven in a minute, so its search runs until something stops it. A budget
+    # calibrated 100x too generous stands for a machine far slower than the calibration one:
+    # the deterministic budget would take ~100 s, and the net must stop the search at
+    # NET_FACTOR * time_limit + NET_OFFSET (made 1.5 x 1 s + 0 s here, so the test is quick)
+    from pathlib import Path
+
+    from staticsched.solver import budget
+
+    text = (Path(__file__).resolve().parents[1] / "benchmarks" / "jobshop" / "la29.txt").read_text()
+    graph, hw = jobshop("\n".join(text.strip().splitlines()[1:]))
+    monkeypatch.setattr(budget, "TARGET", 100.0)
+    monkeypatch.setattr(budget, "NET_FACTOR", 1.5)
+    monkeypatch.setattr(budget, "NET_OFFSET", 0.0)
+    s = solve(graph, hw, time_limit=1.0)
+    stats = dict(s.stats)
+    assert s.stop_reason == budget.STOP_WALL_NET
+    assert stats["safety_net_fired"] and stats["safety_net"] == 1.5
+    # stopped at the net (plus the watchdog's grace), not at the 1 s limit and not at the budget
+    assert 1.4 <= stats["search_seconds"] < 1.5 + 2.0, stats
+    assert stats["budget_spent"] < 1.0, stats
+    from staticsched.emit.summary import net_lines
+
+    (line,) = net_lines(s)
+    assert line.startswith("error") and "1.5 s" in line and "not reproducible" in line

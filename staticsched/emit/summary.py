@@ -37,6 +37,7 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
         ),
         f"status       : {schedule.status} (method {schedule.method}, "
         f"stop reason {schedule.stop_reason or '-'})",
+        *net_lines(schedule),
     ]
     busy = _busy(schedule)
     cores = sorted({t.core for t in schedule.ops})
@@ -75,6 +76,20 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
         lines += [f"               {t}" for t in tilings[1:]]
     lines += candidate_lines(schedule)
     return lines
+
+
+def net_lines(schedule: Schedule) -> list[str]:
+    """An error line when the wall-clock safety net, not the deterministic budget, ended a
+    deterministic search: the run is then not reproducible."""
+    st = dict(schedule.stats)
+    if not st.get("safety_net_fired"):
+        return []
+    limit, net, spent = st.get("time_limit", 0.0), st.get("safety_net", 0.0), st.get("budget_spent", 0.0)
+    share = f" ({100 * spent / limit:.0f}%)" if limit else ""
+    return [f"error        : the wall-clock safety net ({net:g} s) stopped the search when its "
+            f"deterministic budget had used {spent:.1f} of {limit:g} calibrated seconds{share}: "
+            "this result is not reproducible (the machine is far slower or busier than the "
+            "calibration; give a smaller --time-limit, or --wall-clock)"]
 
 
 def candidate_lines(schedule: Schedule) -> list[str]:

@@ -34,6 +34,7 @@ from staticsched.solver.budget import (
     Clock,
     Shape,
     det_rate,
+    safety_net,
 )
 from staticsched.solver.cpmodel import solve_cpsat
 from staticsched.solver.decompose import build_problems
@@ -177,7 +178,7 @@ def solve(
     if best is not None and _assembled_makespan(*best) < _assembled_makespan(solved_pairs, results):
         solved_pairs, results = best  # a search never ends worse than its start; kept honest
     bound = chip_lower_bound(graph, hw, pairs, transfers)
-    return _assemble(graph, hw, solved_pairs, results, method, time.monotonic() - t0, lp, bound)
+    return _assemble(graph, hw, solved_pairs, results, run, time.monotonic() - t0, lp, bound)
 
 
 def chip_lower_bound(
@@ -393,7 +394,9 @@ def _run_sequential(
     ones left. Shares and what was left are calibrated seconds in deterministic mode (so the
     hand-over is reproducible) and wall seconds in wall-clock mode."""
     say = progress or (lambda line: None)
-    left, wall_left = run.time_limit, run.time_limit
+    # deterministic mode: the wall clock is a safety net far beyond the limit (budget.safety_net)
+    wall = run.time_limit if run.time_mode == "wall" else safety_net(run.time_limit)
+    left, wall_left = run.time_limit, wall
     remaining = sum(p.n for p in tasks) or 1
     results = []
     for j, prob in enumerate(tasks):
@@ -650,7 +653,8 @@ def _run_parallel(
         futures = {}
         for j, prob in enumerate(tasks):
             grant = min(run.time_limit, run.time_limit * lanes * prob.n / total)
-            clock = Clock(run.time_mode, grant, grant, cp_workers)
+            wall = grant if run.time_mode == "wall" else safety_net(grant)
+            clock = Clock(run.time_mode, grant, wall, cp_workers)
             futures[pool.submit(solve_problem, prob, run.method, clock, run.seed, labels[j])] = j
         for fut in concurrent.futures.as_completed(futures):
             j = futures[fut]
@@ -664,11 +668,12 @@ def _assemble(
     hw: Hardware,
     pairs: list[tuple[Problem, ProblemMap]],
     results: list[SubResult],
-    method: str,
+    run: _Run,
     seconds: float,
     lp: LinkPlan,
     chip_bound: tuple[int, str, list[tuple[str, int]]],
 ) -> Schedule:
+    method = run.method
     n = len(graph.ops)
     start = [0] * n
     dur = [op.duration for op in graph.ops]
@@ -735,6 +740,11 @@ def _assemble(
         "lower_bound_scope": "this op graph (the tiling chosen when lowering)",
         "model_exact": all(r.exact for r in distinct),
         "search_seconds": round(sum(r.search_seconds for r in distinct), 3),
+        # how far the deterministic budget got (calibrated seconds of the time limit)
+        "budget_spent": round(sum(r.spent for r in distinct), 3),
+        "time_limit": run.time_limit,
+        "safety_net": run.time_limit if run.time_mode == "wall" else safety_net(run.time_limit),
+        "safety_net_fired": stop == STOP_WALL_NET,
         "det_time": round(sum(r.det_time for r in distinct), 3),
         "seconds": round(seconds, 3),
     }
