@@ -37,6 +37,7 @@ def hardware_table(hw: Hardware) -> list[str]:
         f"  flag latency                        {sy.flag_latency} cycles",
         f"  cross-core event ids                {sy.cross_core_event_ids}",
         f"  cross-core latency                  {sy.cross_core_latency} cycles",
+        f"  cross-core counter capacity         {sy.cross_core_capacity} sets per id",
     ]
     if hw.paths:
         out += ["", "transfer paths (cycles = overhead + ceil(bytes / bytes_per_cycle))"]

@@ -429,14 +429,39 @@ def equivalent(program: Program, mutant: Program) -> bool:
     return _reversed(program, mutant) == []
 
 
-def only_the_seen_write_differs(program: Program, mutant: Program) -> bool:
-    """Whether ``mutant`` differs from ``program`` only in the order of accesses to data that
-    several ops write: which write a read sees, or which write comes last. A program does not
-    state which write a read was meant to see (nor the intended last one), so the verifier
-    cannot report this (the limit docs/verification.md names); a read moved before *every*
-    write is reported."""
-    pairs = _reversed(program, mutant)
-    return bool(pairs) and all(writers >= 2 for _, _, _, writers in pairs)
+def same_reads(program: Program, mutant: Program) -> bool:
+    """Whether every read of an item sees the same write in ``mutant`` as in ``program`` (the
+    latest write of the item that happens before it, by op id), with no two conflicting
+    accesses unordered in either. A mutant that reverses only writes nothing reads in between
+    (two writes of an item, the last one never read) is then the same program to everything
+    that can observe it. Independent of the verifier."""
+    a, b = _seen(program), _seen(mutant)
+    return a is not None and a == b
+
+
+def _seen(p: Program) -> dict[tuple[str, str], str] | None:
+    """Per (reading op id, item) the id of the write it sees; None when two conflicting accesses
+    are unordered (or happens-before has a cycle)."""
+    if _orders(p) is None:
+        return None
+    g = hb_graph(p)
+    reach = {n: nx.descendants(g, n) for n in g}
+    writes: dict[str, list[tuple[tuple[int, int], str]]] = {}
+    reads: list[tuple[tuple[int, int], str, str]] = []
+    for s, st in enumerate(p.streams):
+        for i, ins in enumerate(st.instrs):
+            if ins.is_sync:
+                continue
+            reads += [((s, i), ins.id, name) for name in ins.reads]
+            for name in ins.writes:
+                writes.setdefault(name, []).append(((s, i), ins.id))
+    out = {}
+    for node, op_id, name in reads:
+        before = [(w, wid) for w, wid in writes.get(name, []) if wid != op_id and node in reach[w]]
+        # the latest: every other write before the read reaches it
+        last = [wid for w, wid in before if all(w2 == w or w in reach[w2] for w2, _ in before)]
+        out[(op_id, name)] = last[0] if last else ""
+    return out
 
 
 def _conflict(pa: tuple, pb: tuple) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 
 import networkx as nx
 
@@ -63,3 +64,51 @@ def semi_active_starts(
             s = max(s, start[p] + dur[p] + g[p][n]["w"])
         start[n] = s
     return start
+
+
+def fluid_segments(
+    capacities: Sequence[int], transfers: Sequence[tuple[int, int, int, tuple[int, ...]]]
+) -> tuple[list[tuple[Fraction, Fraction, dict[int, Fraction]]], dict[int, Fraction]]:
+    """Max-min fair link sharing, event by event, written plainly (docs/program-format.md,
+    "Shared links"): ``transfers`` are ``(data start, work, cap, links)``. Between two events
+    (a data start or a drain) the rates are constant; at each event they are recomputed from
+    scratch by filling: the smallest of the remaining caps and the links' equal shares fixes
+    its transfers, then the rest go on.
+
+    Returns the segments ``(t0, t1, {transfer: rate})`` and every transfer's drain instant.
+    """
+    left = {i: Fraction(w) for i, (_, w, _, _) in enumerate(transfers)}
+    drained: dict[int, Fraction] = {}
+    segments = []
+    t = Fraction(min((d for d, _, _, _ in transfers), default=0))
+    while len(drained) < len(transfers):
+        active = [i for i, (d, _, _, _) in enumerate(transfers) if d <= t and i not in drained]
+        rates: dict[int, Fraction] = {}
+        room = {k: Fraction(c) for k, c in enumerate(capacities)}
+        while len(rates) < len(active):
+            rest = [i for i in active if i not in rates]
+            cands = [Fraction(transfers[i][2]) for i in rest]
+            for k in room:
+                users = [i for i in rest if k in transfers[i][3]]
+                if users:
+                    cands.append(room[k] / len(users))
+            level = min(cands)
+            for i in rest:
+                full = [k for k in transfers[i][3]
+                        if room[k] / sum(1 for j in rest if k in transfers[j][3]) == level]
+                if transfers[i][2] == level or full:
+                    rates[i] = level
+            for i, r in rates.items():
+                if i in rest:
+                    for k in transfers[i][3]:
+                        room[k] -= r
+        future = [Fraction(d) for d, _, _, _ in transfers if d > t]
+        ends = [t + left[i] / rates[i] for i in active if rates[i] > 0]
+        nxt = min([*future, *ends])
+        segments.append((t, nxt, dict(rates)))
+        for i in active:
+            left[i] -= rates[i] * (nxt - t)
+            if left[i] == 0:
+                drained[i] = nxt
+        t = nxt
+    return segments, drained

@@ -106,7 +106,9 @@ def _bad(mutate) -> str:
         (lambda d: d.update(clock_ghz=-1.0), "'clock_ghz' must be > 0"),
         (lambda d: d["spaces"]["L1"].update(capacity=-5), "spaces.L1: 'capacity' = -5"),
         # a typo must not give infinite on-chip memory: unbounded is explicit
-        (lambda d: d["spaces"]["L1"].update(capacity=0), "spaces.L1: 'capacity' = 0 is below the minimum 1"),
+        # and the old spelling of unbounded says what to write instead
+        (lambda d: d["spaces"]["L1"].update(capacity=0),
+         "spaces.L1: 'capacity' = 0 no longer means unbounded; write `unbounded = true`"),
         (lambda d: d["spaces"]["L1"].pop("capacity"), "spaces.L1: missing required key 'capacity'"),
         (lambda d: d["spaces"]["L1"].update(unbounded=True), "spaces.L1: give either 'capacity' or"),
         (lambda d: d["spaces"]["L1"].update(unbounded="yes"), "spaces.L1: 'unbounded' must be true or false"),

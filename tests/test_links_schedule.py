@@ -1,12 +1,14 @@
-"""Shared links end to end: the solver never overloads a link, the emitted program says the
-rates it runs transfers at, the verifier checks the link use of the program it reads -- and
-rejects programs that ignore a link.
-
-The link use is recounted here from the emitted program text with a plain per-cycle array,
-independently of ``staticsched.model.links`` and of the verifier.
+"""Shared links end to end. A timed program never overloads a link: its transfers hold the
+rates they say, recounted here from the program text with a plain per-cycle array. A flags
+program leaves the sharing to the hardware: its transfers end when the max-min fair shares of
+``tests.oracles.fluid_segments`` (an event-by-event oracle) have moved their bytes, recounted
+here from the program's issue cycles. Both independently of ``staticsched.model`` and of the
+verifier -- which must reject programs that ignore a link.
 """
 
 from __future__ import annotations
+
+import math
 
 import attrs
 import numpy as np
@@ -21,6 +23,7 @@ from staticsched.model.hardware import hardware_document, load_hardware
 from staticsched.model.program import Program
 from staticsched.model.taskgraph import taskgraph_from_dict
 from staticsched.verify import verify
+from tests.oracles import fluid_segments
 from tests.strategies import examples, taskgraphs
 
 
@@ -66,6 +69,68 @@ def _per_cycle(program: Program, hw) -> dict[str, np.ndarray]:
     return use
 
 
+def _transfers(program: Program, hw):
+    """Every transfer a link carries: (stream, index, instruction, path, links it is on, bytes)."""
+    items = {it.name: it for it in program.items}
+    for s, stream in enumerate(program.streams):
+        for k, ins in enumerate(stream.instrs):
+            a = dict(ins.attrs)
+            if ins.kind == "load":
+                tile = items[ins.writes[0]]
+                src, dst = a.get("space") or "GM", tile.space
+            elif ins.kind == "store":
+                tile = items[ins.reads[0]]
+                src, dst = tile.space, a.get("space") or "GM"
+            elif ins.kind in ("move", "fixpipe"):
+                tile = items[ins.reads[0]]
+                src, dst = tile.space, items[ins.writes[0]].space
+            else:
+                continue
+            on = tuple(j for j, lk in enumerate(hw.links) if (src, dst) in lk.paths)
+            if not on:
+                continue
+            if ins.kind in ("load", "store"):
+                (r0, r1), (c0, c1) = a["region"]
+                rows, cols = r1 - r0, c1 - c0
+            else:
+                rows, cols = a["rows"], a["cols"]
+            size = np.dtype(tile.dtype).itemsize
+            path = next(p for p in hw.paths if (p.src, p.dst) == (src, dst))
+            yield s, k, ins, path, on, rows * cols * size
+
+
+def _shared_ends(program: Program, hw) -> dict[tuple[int, int], int]:
+    """Each link transfer's end when the oracle shares the links among the transfers as the
+    program issues them (its cycles): ``max(ceil(drain), data start + 1)``."""
+    found = list(_transfers(program, hw))
+    xs = [(ins.cycle + path.overhead, nbytes * 64, int(path.bytes_per_cycle * 64), on)
+          for _, _, ins, path, on, nbytes in found]
+    _, drained = fluid_segments([int(lk.bytes_per_cycle * 64) for lk in hw.links], xs)
+    return {(s, k): max(math.ceil(drained[i]), xs[i][0] + 1) for i, (s, k, *_) in enumerate(found)}
+
+
+def _runs_shared(program: Program, hw) -> bool:
+    """Whether the flags program's cycles are what sharing the links gives: every link transfer's
+    pipe issues nothing before the transfer ends, and the makespan is the last end."""
+    ends = _shared_ends(program, hw)
+    last = 0
+    for s, stream in enumerate(program.streams):
+        for k, ins in enumerate(stream.instrs):
+            end = ends.get((s, k), ins.cycle + ins.duration)
+            last = max(last, end)
+            if (s, k) in ends and k + 1 < len(stream.instrs) and stream.instrs[k + 1].cycle < end:
+                return False
+    return last == program.makespan
+
+
+def _ignores_sharing(program: Program, hw) -> bool:
+    """Whether a transfer of the program ends at another cycle than sharing the links (at its
+    issue cycles) would make it end."""
+    ends = _shared_ends(program, hw)
+    return any(program.streams[s].instrs[k].cycle + program.streams[s].instrs[k].duration != e
+               for (s, k), e in ends.items())
+
+
 def _overloaded(program: Program, hw) -> list[str]:
     use = _per_cycle(program, hw)
     return [lk.name for lk in hw.links if use[lk.name].max(initial=0) > int(lk.bytes_per_cycle * 64)]
@@ -86,8 +151,9 @@ def test_bandwidth_bound_stream_keeps_the_link_and_verifies(mode):
     tg = taskgraph_from_dict(_stream(512, 1024))
     res = compile_graph(tg, hw, method="list", mode=mode)
     program = parse_program_text(dumps_program_text(res.program))
-    assert not _overloaded(program, hw)
-    # the link binds: some transfers run below their path's rate and say so
+    # timed: the planned rates hold and fit the link; flags: the link is shared as planned
+    assert not _overloaded(program, hw) if mode == "timed" else _runs_shared(program, hw)
+    # the link binds: some transfers are planned below their path's rate and say so
     assert any(dict(i.attrs).get("rate") for s in program.streams for i in s.instrs)
     # a timed program is exact by design: jittered durations break it (not what this checks)
     report = verify(program, hw, jitter=2 if mode == "flags" else 0)
@@ -103,7 +169,13 @@ def test_verifier_rejects_a_program_that_ignores_the_link(mode):
     program = _emitted(taskgraph_from_dict(_stream(512, 1024)), blind, method="list", mode=mode)
     assert _overloaded(program, hw) == ["HBM"]
     report = verify(program, hw)
-    assert "overflow" in _link_kinds(report), report.text()
+    if mode == "timed":
+        assert "overflow" in _link_kinds(report), report.text()
+    else:
+        # the hardware would share the link: the program's cycles are not what runs
+        assert _ignores_sharing(program, hw)
+        assert ("conformance", "cycle_mismatch") in report.kinds(), report.text()
+        assert not _link_kinds(report)  # a flags program cannot overload a link
     assert verify(program, blind).ok
 
 
@@ -120,14 +192,15 @@ def test_verifier_rejects_a_rate_above_the_path():
     assert "bad_rate" in _link_kinds(report), report.text()
 
 
-def test_flag_latency_re_timing_is_ordered_on_the_link():
-    # latencies move ops off the solver's timetable: the program must still keep the link
+def test_flag_latency_re_timing_is_shared_on_the_link():
+    # latencies move ops off the solver's timetable: no flag orders the link for it, the
+    # hardware's sharing re-times the transfers, and the program says what runs
     hw = _hw(**{"sync.flag_latency": 40, "sync.cross_core_latency": 90})
-    lines: list[str] = []
-    res = compile_graph(taskgraph_from_dict(_stream(512, 1024)), hw, method="list", progress=lines.append)
-    assert any("ordered on their links by flags" in line for line in lines), lines
+    res = compile_graph(taskgraph_from_dict(_stream(512, 1024)), hw, method="list")
+    assert not any(f.reason == "link" for f in res.plan.flags)
     program = parse_program_text(dumps_program_text(res.program))
-    assert not _overloaded(program, hw)
+    assert _runs_shared(program, hw)
+    assert res.schedule.makespan == program.makespan
     report = verify(program, hw, jitter=2)
     assert report.ok, report.text()
 
@@ -145,14 +218,18 @@ def test_solver_never_overloads_a_link_and_the_verifier_agrees(tg, cores, bandwi
     hw = _hw(**{"cores": cores, "links.HBM.bytes_per_cycle": bandwidth, "sync.flag_latency": latency,
                 "sync.cross_core_latency": 2 * latency})
     program = _emitted(tg, hw, method=method, mode=mode, time_limit=2.0)
-    assert not _overloaded(program, hw)
+    assert not _overloaded(program, hw) if mode == "timed" else _runs_shared(program, hw)
     report = verify(program, hw)
     assert report.ok, report.text()
     # and the other way round: the same graph scheduled blind to the link is rejected exactly
-    # when the independent count finds it over the bandwidth
+    # when the independent count finds it over the bandwidth (timed), or finds that sharing
+    # the link would change when a transfer ends (flags)
     blind = _emitted(tg, attrs.evolve(hw, links=()), method="list", mode=mode)
-    over = _overloaded(blind, hw)
-    assert bool(over) == ("overflow" in _link_kinds(verify(blind, hw))), over
+    if mode == "timed":
+        over = _overloaded(blind, hw)
+        assert bool(over) == ("overflow" in _link_kinds(verify(blind, hw))), over
+    else:
+        assert _ignores_sharing(blind, hw) == (not verify(blind, hw).ok)
 
 
 def test_schedule_verify_rejects_a_timetable_over_the_link():

@@ -63,11 +63,14 @@ def test_same_pipe_dependency_needs_no_event_id():
     assert s.makespan == 15 and s.verify() == ()
 
 
-def test_fan_out_beyond_a_single_cross_core_id_still_schedules():
-    # 'a' must signal ops on two pipes of core 1 at the moment it ends: one id cannot carry
-    # both flags at once (one WAIT could consume the other's SET). The flag-lifetime model
-    # proves that, but the sync planner can delay a SET, so the solver drops the model and the
-    # program still verifies, with the consumers re-timed
+@pytest.mark.parametrize("capacity", [1, 15])
+def test_fan_out_beyond_a_single_cross_core_id_still_schedules(capacity):
+    # 'a' must signal ops on two pipes of core 1 at the moment it ends. One id carries both
+    # flags only if its two WAITs are ordered (else one WAIT could take the other's SET), and
+    # on two pipes they are not. A binary id (capacity 1) cannot even hold two SETs at once:
+    # the flag-lifetime model proves that and the solver drops it; a counting id (capacity 15)
+    # can, so the solver keeps it. Either way the sync planner orders the WAITs (the baton
+    # plan: one gateway pipe per core) and the program verifies
     graph = OpGraph(
         [],
         [
@@ -76,12 +79,13 @@ def test_fan_out_beyond_a_single_cross_core_id_still_schedules():
             Op("c", "CUBE", 10, core=1, deps=["a"]),
         ],
     )
-    hw = attrs.evolve(HW, sync=SyncModel(cross_core_event_ids=1))
+    hw = attrs.evolve(HW, sync=SyncModel(cross_core_event_ids=1, cross_core_capacity=capacity))
     sched = solve(graph, hw)
-    assert dict(sched.stats)["event_budgets_relaxed"] == 1
-    _final, program, plan = finalize(sched)
+    assert dict(sched.stats)["event_budgets_relaxed"] == (1 if capacity == 1 else 0)
+    final, program, plan = finalize(sched)
     assert plan.stats.ids_used and all(n == 1 for key, n in plan.stats.ids_used if "->core" in key)
     assert verify(program, hw, jitter=5).ok
+    assert final.makespan == 20
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def test_jitter_along_the_nominal_order_equals_the_event_replay():
     program = matmul_program(HW, 512, 256, 512, base=(64, 64, 64), cores=2)
     ix = ProgramIndex(program, HW)
     rep = simulate(ix)
-    _, reuse, _ = flags_pass(ix, rep)
+    _, reuse, _, _ = flags_pass(ix, rep)
     assert not reuse and StaticPairs.applies(ix, rep, reuse_rule_kept=True)
     assert not StaticPairs.applies(ix, rep, reuse_rule_kept=False)
     pairs = StaticPairs(ix, rep)
@@ -66,7 +66,7 @@ def test_a_program_breaking_the_reuse_rule_is_replayed_event_by_event():
     mutant = reuse_id_early(matmul_program(HW, 256, 256, 256, base=(64, 64, 64), cores=2), 0)
     ix = ProgramIndex(mutant, HW)
     rep = simulate(ix)
-    _, reuse, _ = flags_pass(ix, rep)
+    _, reuse, _, _ = flags_pass(ix, rep)
     assert reuse
     assert not StaticPairs.applies(ix, rep, reuse_rule_kept=not reuse)
 

@@ -10,13 +10,17 @@ cycle as its ``cycle``.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 import attrs
 
 from staticsched.emit.sync import Flag, SyncPlan, plan_sync, plan_timed
 from staticsched.errors import InfeasibleError, InputError
-from staticsched.model.links import link_usage, op_transfer, rate_text
+from staticsched.model.deps import intended_writes
+from staticsched.model.fluid import FluidLinks, FluidTransfer
+from staticsched.model.hardware import RATE_DENOM
+from staticsched.model.links import op_transfer, rate_text
 from staticsched.model.placement import SyncEvent
 from staticsched.model.program import Instr, ProgItem, Program, Stream
 from staticsched.model.schedule import Schedule
@@ -24,8 +28,27 @@ from staticsched.options import MODES
 from staticsched.progress import Progress, silent
 
 
+@attrs.frozen
+class Replayed:
+    """A program's nominal replay: the cycle of every slot of every planned stream, and every
+    op's end (a transfer on a shared link ends when link sharing lets it, not at its start plus
+    its planned duration)."""
+
+    cycles: list[list[int]]
+    ends: dict[str, int]
+
+    @property
+    def makespan(self) -> int:
+        return max(self.ends.values(), default=0)
+
+
 def replay_cycles(schedule: Schedule, plan: SyncPlan) -> list[list[int]]:
-    """Nominal issue cycle of every slot of every planned stream.
+    """Nominal issue cycle of every slot of every planned stream (:func:`replay`)."""
+    return replay(schedule, plan).cycles
+
+
+def replay(schedule: Schedule, plan: SyncPlan) -> Replayed:
+    """The nominal replay of the planned streams.
 
     Parameters
     ----------
@@ -36,20 +59,26 @@ def replay_cycles(schedule: Schedule, plan: SyncPlan) -> list[list[int]]:
 
     Returns
     -------
-    list of list of int
-        ``cycles[s][k]`` for slot ``k`` of ``plan.streams[s]``.
+    Replayed
+        ``cycles[s][k]`` for slot ``k`` of ``plan.streams[s]``, and every op's end. In a flags
+        program the transfers on shared links share them as the hardware does
+        (:mod:`staticsched.model.fluid`); otherwise every op takes its planned duration.
 
     Raises
     ------
     InfeasibleError
         If the streams deadlock (a WAIT whose SET can never fire).
     """
+    fluid = _fluid_transfers(schedule) if plan.mode == "flags" else {}
+    if fluid:
+        return _fluid_replay(schedule, plan, fluid)
     sync = schedule.hw.sync
     # a transfer slowed by a shared link runs longer than its op's nominal duration
     duration = {t.id: t.end - t.start for t in schedule.ops}
-    latency = [sync.latency((f.set_core, f.set_unit), (f.wait_core, f.wait_unit)) for f in plan.flags]
+    latency = _latencies(sync, plan)
     streams = plan.streams
     cycles = [[0] * len(s.slots) for s in streams]
+    ends: dict[str, int] = {}
     at = [0] * len(streams)
     cursor = [0] * len(streams)
     visible: dict[int, int] = {}
@@ -65,6 +94,7 @@ def replay_cycles(schedule: Schedule, plan: SyncPlan) -> list[list[int]]:
             if what == "op":
                 cycles[s][k] = t
                 t += duration[ref]
+                ends[ref] = t
             elif what == "set":
                 cycles[s][k] = t
                 visible[ref] = t + latency[ref]
@@ -78,6 +108,16 @@ def replay_cycles(schedule: Schedule, plan: SyncPlan) -> list[list[int]]:
                 cycles[s][k] = t
             k += 1
         at[s], cursor[s] = k, t
+    _check_finished(plan, at)
+    return Replayed(cycles, ends)
+
+
+def _latencies(sync, plan: SyncPlan) -> list[int]:
+    return [sync.latency((f.set_core, f.set_unit), (f.wait_core, f.wait_unit)) for f in plan.flags]
+
+
+def _check_finished(plan: SyncPlan, at: Sequence[int]) -> None:
+    streams = plan.streams
     stuck = [s for s in range(len(streams)) if at[s] < len(streams[s].slots)]
     if stuck:
         lines = []
@@ -88,7 +128,85 @@ def replay_cycles(schedule: Schedule, plan: SyncPlan) -> list[list[int]]:
                 f"{f.set_unit}->{f.wait_unit} id {f.event} ({f.set_op} -> {f.wait_op}) that is never set"
             )
         raise InfeasibleError(lines)
-    return cycles
+
+
+def _fluid_transfers(schedule: Schedule) -> dict[str, FluidTransfer]:
+    """The ops that move data over a shared link, as link sharing sees them."""
+    hw, graph = schedule.hw, schedule.graph
+    if not hw.links:
+        return {}
+    index = {lk.name: k for k, lk in enumerate(hw.links)}
+    out = {}
+    for op in graph.ops:
+        x = op_transfer(op, graph, hw)
+        if x is not None:
+            out[op.id] = FluidTransfer(x.bytes * RATE_DENOM, x.overhead, x.path_units,
+                                       tuple(index[n] for n in x.links))
+    return out
+
+
+def _fluid_replay(schedule: Schedule, plan: SyncPlan, fluid: dict[str, FluidTransfer]) -> Replayed:
+    """The replay in time order: pipes issue as in :func:`replay`, transfers on shared links
+    end when link sharing (:class:`~staticsched.model.fluid.FluidLinks`) drains them."""
+    duration = {t.id: t.end - t.start for t in schedule.ops}
+    latency = _latencies(schedule.hw.sync, plan)
+    streams = plan.streams
+    cycles = [[0] * len(s.slots) for s in streams]
+    ends: dict[str, int] = {}
+    at = [0] * len(streams)
+    visible: dict[int, int] = {}
+    blocked: dict[int, list[tuple[int, int]]] = {}
+    heap = [(0, s) for s in range(len(streams))]
+    links = FluidLinks([lk.units for lk in schedule.hw.links])
+    owner: dict[str, int] = {}
+
+    def run(s: int, t: int) -> None:
+        slots, k = streams[s].slots, at[s]
+        while k < len(slots):
+            what, ref = slots[k]
+            if what == "op":
+                cycles[s][k] = t
+                at[s] = k + 1
+                x = fluid.get(ref)
+                if x is None:
+                    ends[ref] = t + duration[ref]
+                    heapq.heappush(heap, (ends[ref], s))
+                else:
+                    owner[ref] = s
+                    links.issue(ref, x, t)
+                return
+            if what == "set":
+                cycles[s][k] = t
+                vis = visible[ref] = t + latency[ref]
+                for s2, t2 in blocked.pop(ref, ()):
+                    heapq.heappush(heap, (max(t2, vis), s2))
+            else:
+                vis = visible.get(ref)
+                if vis is None or vis > t:
+                    at[s] = k
+                    if vis is None:
+                        blocked.setdefault(ref, []).append((s, t))
+                    else:
+                        heapq.heappush(heap, (vis, s))
+                    return
+                cycles[s][k] = t
+            k += 1
+        at[s] = k
+
+    never = 1 << 62
+    while heap or links.busy():
+        done = links.completion(heap[0][0] if heap else never)
+        if done is not None:
+            key, end = done
+            ends[key] = end
+            heapq.heappush(heap, (end, owner[key]))
+            continue
+        if not heap:
+            break
+        t, s = heapq.heappop(heap)
+        run(s, t)
+    _check_finished(plan, at)
+    return Replayed(cycles, ends)
 
 
 def _op_starts(plan: SyncPlan, cycles: Sequence[Sequence[int]]) -> dict[str, int]:
@@ -133,48 +251,35 @@ def _event(f: Flag, set_cycle: int, wait_cycle: int) -> SyncEvent:
     )
 
 
-def _overloads_links(schedule: Schedule, starts: dict[str, int]) -> bool:
-    """Whether the ops at ``starts`` (same durations and rates) overload a shared link."""
-    if not schedule.hw.links or all(starts[t.id] == t.start for t in schedule.ops):
-        return False
-    ops = [attrs.evolve(t, start=starts[t.id], end=starts[t.id] + t.end - t.start) for t in schedule.ops]
-    return any(u.peak_units > lk.units for u, lk in zip(link_usage(attrs.evolve(schedule, ops=ops)),
-                                                         schedule.hw.links, strict=True))
-
-
-def _retimed(schedule: Schedule, starts: dict[str, int], events: list[SyncEvent]) -> Schedule:
-    """``schedule`` with the replayed op starts, live ranges, makespan and events."""
-    graph = schedule.graph
-    if all(starts[t.id] == t.start for t in schedule.ops):
-        return attrs.evolve(schedule, events=events)
-    ops = [attrs.evolve(t, start=starts[t.id], end=starts[t.id] + (t.end - t.start)) for t in schedule.ops]
-    by_id = {t.id: t for t in ops}
-    items = []
-    for p in schedule.items:
-        acc = graph.accesses.get(p.item)
-        if acc:
-            first = min(by_id[graph.ops[i].id].start for i, _ in acc)
-            last = max(by_id[graph.ops[i].id].end for i, _ in acc)
-            p = attrs.evolve(p, start=first, end=last)
-        items.append(p)
-    makespan = max((t.end for t in ops), default=0)
+def _played(schedule: Schedule, plan: SyncPlan, played: Replayed) -> Schedule:
+    """``schedule`` (the plan: its op times and placements stay) with the events, makespan and
+    status of the program's replay. ``makespan`` is what runs; ``planned_makespan`` what the
+    solver planned. A replay differs from the plan where credits or the baton delay ops, where
+    link sharing gives transfers other rates than the planned ones, or where the solver's model
+    was more conservative than the flags (a latency gap program order already covers)."""
+    starts = _op_starts(plan, played.cycles)
+    makespan = played.makespan
+    stats = dict(schedule.stats)
+    moved = sum(1 for t in schedule.ops if starts[t.id] != t.start or played.ends[t.id] != t.end)
+    if moved:
+        stats["retimed_ops"] = moved
     status = schedule.status
-    if makespan > schedule.makespan and status == "optimal":
-        # a credit delayed the proven timetable: the proof no longer covers this one
+    if makespan != schedule.makespan and status == "optimal" and makespan > schedule.lower_bound:
+        # the proof was for the planned timetable, not for what runs
         status = "feasible"
-    return Schedule(
-        graph=graph,
-        hw=schedule.hw,
-        ops=ops,
-        items=items,
-        events=events,
-        makespan=makespan,
-        lower_bound=schedule.lower_bound,
-        status=status,
-        method=schedule.method,
-        stop_reason=schedule.stop_reason,
-        stats=schedule.stats,
-    )
+    return attrs.evolve(schedule, events=_events(plan, played.cycles), makespan=makespan,
+                        planned_makespan=schedule.planned_makespan or schedule.makespan,
+                        status=status, stats=stats)
+
+
+def _live_ranges(graph, played: Replayed, starts: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """Every accessed item's live range in the replay: first access start to last access end."""
+    out = {}
+    ops = graph.ops
+    for name, acc in graph.accesses.items():
+        ids = [ops[i].id for i, _ in acc]
+        out[name] = (min(starts[x] for x in ids), max(played.ends[x] for x in ids))
+    return out
 
 
 def _rated(schedule: Schedule) -> dict[str, tuple[int, tuple]]:
@@ -191,9 +296,11 @@ def _rated(schedule: Schedule) -> dict[str, tuple[int, tuple]]:
     return out
 
 
-def _program(schedule: Schedule, plan: SyncPlan, cycles: Sequence[Sequence[int]], mode: str) -> Program:
+def _program(schedule: Schedule, plan: SyncPlan, played: Replayed, mode: str) -> Program:
     graph = schedule.graph
     rated = _rated(schedule)
+    cycles = played.cycles
+    live = _live_ranges(graph, played, _op_starts(plan, cycles))
     items = [
         ProgItem(
             name=p.item,
@@ -201,13 +308,16 @@ def _program(schedule: Schedule, plan: SyncPlan, cycles: Sequence[Sequence[int]]
             space=p.space,
             offset=p.offset,
             bytes=p.bytes,
-            live_start=p.start,
-            live_end=p.end,
+            live_start=live.get(p.item, (p.start, p.end))[0],
+            live_end=live.get(p.item, (p.start, p.end))[1],
             dtype=graph.item_map[p.item].dtype if p.item in graph.item_map else "",
             shape=graph.item_map[p.item].shape if p.item in graph.item_map else (),
         )
         for p in schedule.items
     ]
+    # which write each read of an item several ops write must see (the verifier checks it)
+    sees = intended_writes(graph)
+    index = graph.op_index
     streams = []
     for s, st in enumerate(plan.streams):
         instrs = []
@@ -225,6 +335,7 @@ def _program(schedule: Schedule, plan: SyncPlan, cycles: Sequence[Sequence[int]]
                         reads=op.reads,
                         writes=op.writes,
                         attrs=attrs_,
+                        sees=sees.get(index[op.id], ()),
                     )
                 )
             elif mode == "flags":
@@ -233,7 +344,7 @@ def _program(schedule: Schedule, plan: SyncPlan, cycles: Sequence[Sequence[int]]
     return Program(
         hw=schedule.hw.name,
         mode=mode,
-        makespan=schedule.makespan,
+        makespan=played.makespan,
         tensors=graph.tensors,
         items=items,
         streams=streams,
@@ -263,14 +374,17 @@ def build_program(schedule: Schedule, plan: SyncPlan) -> Program:
     -------
     Program
         Streams sorted by core and the hardware's unit order, every instruction with its issue
-        cycle; items with their placements and live ranges.
+        cycle; items with their placements and live ranges in the replay.
     """
+    return _program(schedule, plan, _timing(schedule, plan), plan.mode)
+
+
+def _timing(schedule: Schedule, plan: SyncPlan) -> Replayed:
     if plan.mode == "timed":
         start = {t.id: t.start for t in schedule.ops}
-        cycles = [[start[ref] for _, ref in st.slots] for st in plan.streams]
-    else:
-        cycles = replay_cycles(schedule, plan)
-    return _program(schedule, plan, cycles, plan.mode)
+        return Replayed([[start[ref] for _, ref in st.slots] for st in plan.streams],
+                        {t.id: t.end for t in schedule.ops})
+    return replay(schedule, plan)
 
 
 def finalize(
@@ -283,7 +397,8 @@ def finalize(
     schedule : Schedule
         A semi-active timetable (as every solver method returns).
     mode : {"flags", "timed"}
-        ``"flags"``: streams with SET/WAIT flags, nominal cycles from an instruction-level replay.
+        ``"flags"``: streams with SET/WAIT flags, nominal cycles from an instruction-level
+        replay in which shared links are shared as the hardware does (:mod:`staticsched.model.fluid`).
         ``"timed"``: the same streams without flags, each instruction at its timetable cycle.
     progress : Progress, optional
         Reports the ``plan sync`` and ``build program`` phases.
@@ -291,9 +406,9 @@ def finalize(
     Returns
     -------
     (Schedule, Program, SyncPlan)
-        The schedule with its sync events (flags mode; timed by the program's nominal replay,
-        which differs from the input only where credit flags delay ops or the input had slack),
-        the program, and the plan.
+        The schedule -- the plan's op times and placements, with the sync events, ``makespan``
+        and status of the program's replay and the plan's ``planned_makespan`` -- the program,
+        and the plan.
 
     Raises
     ------
@@ -310,7 +425,7 @@ def finalize(
             plan = plan_timed(schedule)
         with rep.phase("build program"):
             # a timed program has no flags, so the schedule it describes has no events either
-            timed = attrs.evolve(schedule, events=())
+            timed = attrs.evolve(schedule, events=(), planned_makespan=schedule.makespan)
             return timed, build_program(timed, plan), plan
     with rep.phase("plan sync"):
         plan = plan_sync(schedule, progress=rep)
@@ -318,22 +433,6 @@ def finalize(
             rep.line(f"  event ids ran short ({plan.stats.fallback}); planned one baton of flags "
                      "per group of cores instead (one id per pool, consumers re-timed)")
     with rep.phase("build program"):
-        cycles = replay_cycles(schedule, plan)
-        starts = _op_starts(plan, cycles)
-        if _overloads_links(schedule, starts):
-            # flags moved transfers so that a link would carry more than its bandwidth: order
-            # the transfers on the links too (as the solver's timetable did) and replay again
-            plan = plan_sync(schedule, progress=rep, links=True)
-            rep.line("  re-timing by flags overloaded a shared link; transfers are ordered on "
-                     "their links by flags too")
-            cycles = replay_cycles(schedule, plan)
-            starts = _op_starts(plan, cycles)
-        # The program's replay is what the executor does, so it is the emitted timetable.
-        # Without credits it normally equals the solver's; where the solver's model was more
-        # conservative than the planned flags (e.g. a latency gap on an address edge that
-        # program order already orders), ops move earlier. Say how many did rather than failing.
-        moved = sum(1 for t in schedule.ops if starts[t.id] != t.start)
-        if moved and not plan.stats.credits:
-            schedule = attrs.evolve(schedule, stats={**dict(schedule.stats), "retimed_ops": moved})
-        final = _retimed(schedule, starts, _events(plan, cycles))
-        return final, _program(final, plan, cycles, "flags"), plan
+        played = replay(schedule, plan)
+        final = _played(schedule, plan, played)
+        return final, _program(final, plan, played, "flags"), plan

@@ -29,6 +29,7 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
     ms = schedule.makespan
     lines = [
         f"makespan     : {ms} cycles ({hw.cycles_to_us(ms):.3f} us at {hw.clock_ghz:g} GHz)",
+        *plan_lines(schedule),
         f"lower bound  : {schedule.lower_bound} cycles, gap {100 * schedule.gap:.2f}%"
         + (
             " (static bound; CP-SAT proved this makespan optimal)"
@@ -76,6 +77,19 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
         lines += [f"               {t}" for t in tilings[1:]]
     lines += candidate_lines(schedule)
     return lines
+
+
+def plan_lines(schedule: Schedule) -> list[str]:
+    """Where the program's replay differs from the solver's plan: by how much, and why it can."""
+    planned, ms = schedule.plan_makespan, schedule.makespan
+    if planned == ms:
+        return []
+    why = []
+    if schedule.hw.links:
+        why.append("links shared by the hardware")
+    why.append("flags")
+    return [f"planned      : {planned} cycles; the program runs {100 * (ms / planned - 1):+.2f}% "
+            f"({' and '.join(why)} re-time the plan)"]
 
 
 def net_lines(schedule: Schedule) -> list[str]:

@@ -28,6 +28,9 @@ def timetable_to_dict(schedule: Schedule, plan: SyncPlan) -> dict[str, Any]:
         "version": VERSION,
         "hw": schedule.hw.name,
         "makespan": schedule.makespan,
+        # what the solver planned, where the program's replay (link sharing, credits) differs
+        **({"planned_makespan": schedule.plan_makespan}
+           if schedule.plan_makespan != schedule.makespan else {}),
         "lower_bound": schedule.lower_bound,
         "gap": round(schedule.gap, 6),
         "status": schedule.status,

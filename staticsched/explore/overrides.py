@@ -19,7 +19,8 @@ from staticsched.model.hardware import Hardware, hardware_from_dict
 
 #: keys a table may have even when the base model leaves them out (their defaults apply)
 _OPTIONAL = {
-    "sync": {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency"},
+    "sync": {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency",
+             "cross_core_capacity"},
     "space": {"capacity", "alignment"},
     "path": {"overhead"},
     "cube": {"overhead"},

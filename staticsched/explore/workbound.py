@@ -8,10 +8,11 @@ shapes the kind's lowering creates), and never exceeds the bound the solver comp
 lowered graph (:func:`staticsched.solver.solve.chip_lower_bound`):
 
 * **per core**, for each pipe: blocks (or the row panels of a row-reducing epilogue) are units
-  of work that each live on one core. The kind deals them round-robin in block order, so each
-  core's share is summed exactly; with L1 reuse steps, whose order the bound does not assume,
-  of the ``k * cores + 1`` costliest units some core gets ``k + 1``. For the Cube, the
-  shortest chain of loads and moves before any ``mmad`` (its head) and the shortest chain of
+  of work that each live on one core. The kind deals them by their estimated cycles
+  (:meth:`~staticsched.tasks.matmul.MatmulPlan.work`, :func:`~staticsched.tasks.builder.
+  balance_cores`), so each core's share is summed exactly; with L1 reuse steps, whose order
+  the bound does not assume, of the ``k * cores + 1`` costliest units some core gets ``k + 1``.
+  For the Cube, the shortest chain of loads and moves before any ``mmad`` (its head) and the shortest chain of
   FixPipe, epilogue and store after one (its tail) are added; for MTE2 the shortest tail after
   a load; and the longest single block's chain is a critical path.
 * **memory**, per space: a tile taking more than half of a bounded space cannot be live next to
@@ -45,6 +46,7 @@ from staticsched.model.hardware import DTYPE_BYTES, Hardware, round_up
 from staticsched.model.opkinds import KINDS as OPKINDS
 from staticsched.model.opkinds import ItemShape, item_shape
 from staticsched.model.vecops import VECOPS
+from staticsched.tasks.builder import balance_cores
 
 FP16, FP32 = "float16", "float32"
 
@@ -235,9 +237,10 @@ class MatmulBounds:
         units = grid.sum(axis=1) if task.reduces else grid.reshape(-1, len(pipes))
         units = np.tile(units, (task.batches, 1))  # in lowering order: batch, m, n
         if steps == (1, 1):
-            # units go round-robin to the cores in this order: sum per core
+            # units go to the cores as the lowering deals them (balanced by their estimated
+            # cycles; which core takes the first does not change the largest share): sum per core
             busy = np.zeros((cores, len(pipes)), dtype=np.int64)
-            np.add.at(busy, np.arange(len(units)) % cores, units)
+            np.add.at(busy, np.asarray(balance_cores(plan.work(self.hw), cores), dtype=np.int64), units)
             most = busy.max(axis=0)
         else:
             most = np.array([_spread_bound(units[:, k], cores) for k in range(len(pipes))])

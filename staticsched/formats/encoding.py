@@ -31,6 +31,24 @@ assert len(KIND_OF) == len(MNEMONIC), "two kinds share a mnemonic"
 _BARE = re.compile(r"[!#-<>-~]+\Z")
 #: the separator between an op's reads and writes in the text form
 ARROW = "->"
+#: the text form's field naming the write read ``k`` must see: ``see<k>=OP``
+SEE = re.compile(r"see([0-9]+)\Z")
+
+
+def sees_fields(sees: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The ``see<k>`` fields of an instruction's intended writes (reads with one writer have
+    none)."""
+    return [(f"see{k}", w) for k, w in enumerate(sees) if w]
+
+
+def sees_from_fields(fields: dict[int, str], reads: int) -> tuple[str, ...] | None:
+    """The ``sees`` of an instruction from its ``see<k>`` fields (``k`` -> op id), or None when a
+    ``k`` is not a read's position. No field: not recorded, ``()``."""
+    if not fields:
+        return ()
+    if any(k >= reads for k in fields):
+        return None
+    return tuple(fields.get(k, "") for k in range(reads))
 
 
 def quote(text: str) -> str:
@@ -71,6 +89,8 @@ def _instr_problems(ins: Instr) -> list[str]:
     if ins.kind not in MNEMONIC:
         return [f"unknown kind {ins.kind!r}"]
     unused: list[str] = []
+    if ins.sees and len(ins.sees) != len(ins.reads):
+        return [f"'sees' names {len(ins.sees)} writers for {len(ins.reads)} reads"]
     if ins.kind in _ATTR_TYPES and not ins.src and not ins.dst and ins.event == -1 and ins.peer_core == -1:
         # the common micro-op: only its attributes need a closer look
         types = _ATTR_TYPES[ins.kind]
@@ -80,7 +100,7 @@ def _instr_problems(ins: Instr) -> list[str]:
             return []
     if ins.is_sync:
         unused = [f for f, bad in (("id", ins.id), ("duration", ins.duration)) if bad]
-        unused += [f for f in ("reads", "writes", "attrs") if getattr(ins, f)]
+        unused += [f for f in ("reads", "writes", "attrs", "sees") if getattr(ins, f)]
         if ins.kind.endswith("_flag"):
             unused += ["peer_core"] if ins.peer_core != -1 else []
         else:

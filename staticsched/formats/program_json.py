@@ -28,6 +28,7 @@ _INSTR_DEFAULTS = {
     "dst": "",
     "event": -1,
     "peer_core": -1,
+    "sees": (),
 }
 
 
@@ -47,6 +48,8 @@ def _instr_to_dict(ins: Instr) -> dict[str, Any]:
         out["event"] = ins.event
     if ins.peer_core != -1:
         out["peer_core"] = ins.peer_core
+    if ins.sees:
+        out["sees"] = list(ins.sees)
     return out
 
 
@@ -112,6 +115,8 @@ def _instr_json(ins: Instr) -> str:
         parts.append(f'"event": {int(ins.event)}')
     if ins.peer_core != -1:
         parts.append(f'"peer_core": {int(ins.peer_core)}')
+    if ins.sees:
+        parts.append(f'"sees": [{", ".join(map(_q, ins.sees))}]')
     return ", ".join(parts) + "}"
 
 
@@ -157,7 +162,7 @@ def _instr_from_dict_quick(body: Any) -> Instr | None:
     get = body.get
     kind, cycle, id_, src, dst = get("kind"), get("cycle"), get("id", ""), get("src", ""), get("dst", "")
     duration, event, peer = get("duration", 0), get("event", -1), get("peer_core", -1)
-    reads, writes, raw = get("reads", []), get("writes", []), get("attrs", {})
+    reads, writes, raw, sees = get("reads", []), get("writes", []), get("attrs", {}), get("sees", [])
     if (
         type(kind) is not str
         or kind not in MNEMONIC
@@ -171,6 +176,8 @@ def _instr_from_dict_quick(body: Any) -> Instr | None:
         or not _names(reads)
         or not _names(writes)
         or type(raw) is not dict
+        or not _names(sees)
+        or (sees and len(sees) != len(reads))
     ):
         return None
     attrs_: tuple = ()
@@ -180,7 +187,7 @@ def _instr_from_dict_quick(body: Any) -> Instr | None:
             attrs_ = tuple((k, attr_from_json(types[k], v)) for k, v in raw.items())
         except (KeyError, ValueError):
             return None
-    return Instr(kind, cycle, id_, duration, reads, writes, attrs_, src, dst, event, peer)
+    return Instr(kind, cycle, id_, duration, reads, writes, attrs_, src, dst, event, peer, sees)
 
 
 def _instr_from_dict(body: Any, where: str, pr: Problems) -> Instr | None:
@@ -209,12 +216,18 @@ def _instr_from_dict(body: Any, where: str, pr: Problems) -> Instr | None:
                 attrs_.append((key, attr_from_json(types[key], value)))
             except ValueError as exc:
                 pr.add(f"{where}: attribute '{key}' {exc}")
+    reads = get_str_list(body, "reads", where, pr)
+    sees = get_str_list(body, "sees", where, pr)
+    if sees and len(sees) != len(reads):
+        pr.add(f"{where}: 'sees' names {len(sees)} writers for {len(reads)} reads")
+        sees = []
     return Instr(
         kind=kind,
         cycle=get_int(body, "cycle", where, pr),
         id=get_str(body, "id", where, pr, default=""),
         duration=get_int(body, "duration", where, pr, default=0),
-        reads=get_str_list(body, "reads", where, pr),
+        reads=reads,
+        sees=sees,
         writes=get_str_list(body, "writes", where, pr),
         attrs=tuple(attrs_),
         src=get_str(body, "src", where, pr, default=""),

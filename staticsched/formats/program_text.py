@@ -10,7 +10,17 @@ import re
 from typing import Any, NamedTuple, NoReturn
 
 from staticsched.errors import ProgramError
-from staticsched.formats.encoding import ARROW, KIND_OF, MNEMONIC, attr_types, check_encodable, quote
+from staticsched.formats.encoding import (
+    ARROW,
+    KIND_OF,
+    MNEMONIC,
+    SEE,
+    attr_types,
+    check_encodable,
+    quote,
+    sees_fields,
+    sees_from_fields,
+)
 from staticsched.model.opgraph import Tensor
 from staticsched.model.opkinds import format_attr, parse_attr
 from staticsched.model.program import FORMAT, VERSION, Instr, ProgItem, Program, Stream
@@ -34,6 +44,7 @@ def _instr_line(ins: Instr) -> str:
     parts.append(ARROW)
     parts += [quote(w) for w in ins.writes]
     parts += [f"{k}={quote(format_attr(types[k], v))}" for k, v in ins.attrs]
+    parts += [f"{k}={quote(w)}" for k, w in sees_fields(ins.sees)]
     return " ".join(parts)
 
 
@@ -226,7 +237,11 @@ def _parse_instr(line: _Line) -> Instr:
         line.fail(f"expected '{ARROW}' between the reads and the writes")
     types = attr_types(kind)
     attrs_: list[tuple[str, object]] = []
+    seen: dict[int, str] = {}
     for key, t in line.fields(()).items():
+        if SEE.match(key) and key not in types:
+            seen[int(key[3:])] = t.value
+            continue
         if key not in types:
             declared = ", ".join(types) or "none"
             line.fail(f"kind '{kind}' has no attribute '{key}' (attributes: {declared})")
@@ -234,7 +249,11 @@ def _parse_instr(line: _Line) -> Instr:
             attrs_.append((key, parse_attr(types[key], t.value)))
         except ValueError as exc:
             line.fail(f"attribute '{key}' must be {types[key]}: {exc}")
-    return Instr(kind, cycle, id=op_id, duration=duration, reads=reads, writes=writes, attrs=tuple(attrs_))
+    sees = sees_from_fields(seen, len(reads))
+    if sees is None:
+        line.fail(f"a 'see<k>' field names read #{max(seen)}, but the op has {len(reads)} reads")
+    return Instr(kind, cycle, id=op_id, duration=duration, reads=reads, writes=writes, attrs=tuple(attrs_),
+                 sees=sees)
 
 
 _FLAG_KINDS = ("set_flag", "wait_flag")
@@ -265,14 +284,20 @@ def _parse_instr_quick(raw: str) -> Instr | None:
     writes: list[str] = []
     attrs_: list[tuple[str, object]] = []
     types = attr_types(kind)
+    seen: dict[int, str] = {}
     for tok in w[arrow + 1 :]:
         key, eq, value = tok.partition("=")
         if not eq:
-            if attrs_ or tok == ARROW:
+            if attrs_ or seen or tok == ARROW:
                 return None
             writes.append(tok)
             continue
-        if key not in types or any(key == k for k, _ in attrs_):
+        if key not in types and SEE.match(key):
+            if int(key[3:]) in seen:
+                return None
+            seen[int(key[3:])] = value
+            continue
+        if seen or key not in types or any(key == k for k, _ in attrs_):
             return None
         try:
             attrs_.append((key, parse_attr(types[key], value)))
@@ -280,7 +305,11 @@ def _parse_instr_quick(raw: str) -> Instr | None:
             return None
     if arrow < 4 or any("=" in r for r in reads):
         return None
-    return Instr(kind, cycle, id=w[2], duration=int(w[3]), reads=reads, writes=writes, attrs=tuple(attrs_))
+    sees = sees_from_fields(seen, len(reads))
+    if sees is None:
+        return None
+    return Instr(kind, cycle, id=w[2], duration=int(w[3]), reads=reads, writes=writes, attrs=tuple(attrs_),
+                 sees=sees)
 
 
 def parse_program_text(text: str) -> Program:

@@ -107,6 +107,30 @@ class _SegmentMap:
         self.los[i:j] = [s[0] for s in keep]
 
 
+def intended_writes(graph: OpGraph) -> dict[int, tuple[str, ...]]:
+    """Per op (index) with a read of an item that several ops write, the op each of its reads
+    must see: the item's latest writer before it in the op list (design refinement 1: the op
+    list is a sequential program), ``""`` for a read of an item one op writes. A
+    read-modify-write op's read sees the write before its own."""
+    writers: dict[str, int] = {}
+    for name, acc in graph.accesses.items():
+        writers[name] = len({i for i, m in acc if m == "w"})
+    seen: dict[tuple[int, str], str] = {}
+    for name, acc in graph.accesses.items():
+        if writers[name] < 2:
+            continue
+        last = ""
+        for i, m in acc:
+            if m == "w":
+                last = graph.ops[i].id
+            else:
+                seen[(i, name)] = last
+    out: dict[int, tuple[str, ...]] = {}
+    for i in sorted({i for i, _ in seen}):
+        out[i] = tuple(seen.get((i, r), "") for r in graph.ops[i].reads)
+    return out
+
+
 def first_write(acc: Sequence[tuple[int, str]]) -> int | None:
     """The first op (index) writing an item, from its accesses in program order
     (``OpGraph.accesses``): where its live range begins."""

@@ -71,13 +71,16 @@ class SyncModel:
     """Flag budget and latency.
 
     ``event_ids`` is the usable number of ids per (core, src pipe, dst pipe);
-    ``flag_latency`` the cycles from a SET firing to the flag being visible.
+    ``flag_latency`` the cycles from a SET firing to the flag being visible. Cross-core
+    flags are counting semaphores: ``cross_core_event_ids`` ids per (src core, dst core),
+    each counting up to ``cross_core_capacity`` sets not yet waited.
     """
 
     event_ids: int = 8
     flag_latency: int = 0
     cross_core_event_ids: int = 16
     cross_core_latency: int = 0
+    cross_core_capacity: int = 15
 
     def latency(self, src: tuple[int, str], dst: tuple[int, str]) -> int:
         """Cycles from an op on pipe ``src`` = ``(core, unit)`` ending to a dependent op on pipe
@@ -325,14 +328,21 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         if unbounded and "capacity" in body:
             pr.add(f"{w}: give either 'capacity' or 'unbounded = true', not both")
         # unbounded memory is explicit: a capacity of 0 is a typo, not "infinite on-chip memory"
-        cap = 0 if unbounded else get_int(body, "capacity", w, pr, minimum=1)
+        if not unbounded and body.get("capacity") == 0 and not isinstance(body.get("capacity"), bool):
+            # the form files written before `unbounded` existed used: say what to write now
+            pr.add(f"{w}: 'capacity' = 0 no longer means unbounded; write `unbounded = true` for an "
+                   "unbounded space (off-chip memory), or give its capacity in bytes")
+            cap = 0
+        else:
+            cap = 0 if unbounded else get_int(body, "capacity", w, pr, minimum=1)
         align = get_int(body, "alignment", w, pr, default=1, minimum=1)
         spaces.append(Space(sname, cap, align))
     space_set = {s.name for s in spaces}
 
     sync_d = get_mapping(data, "sync", where, pr)
     w = f"{where}: sync"
-    check_keys(sync_d, {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency"}, w, pr)
+    check_keys(sync_d, {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency",
+                        "cross_core_capacity"}, w, pr)
     flag_latency = get_int(sync_d, "flag_latency", w, pr, default=0, minimum=0)
     sync = SyncModel(
         event_ids=get_int(sync_d, "event_ids", w, pr, default=8, minimum=0, maximum=64),
@@ -341,6 +351,8 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
             sync_d, "cross_core_event_ids", w, pr, default=16, minimum=0, maximum=1024
         ),
         cross_core_latency=get_int(sync_d, "cross_core_latency", w, pr, default=flag_latency, minimum=0),
+        cross_core_capacity=get_int(sync_d, "cross_core_capacity", w, pr, default=15, minimum=1,
+                                    maximum=1 << 16),
     )
 
     if sync.cross_core_latency < sync.flag_latency:

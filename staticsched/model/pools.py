@@ -1,8 +1,9 @@
 """Event-id pools: which flags share a budget of ids.
 
 An intra-core flag ``SET_FLAG src dst id`` draws from the pool of its (core, src pipe, dst
-pipe); a cross-core flag from the pool of its (src core, dst core). Solver, sync planner and
-verifier all name pools with :class:`PoolKey`.
+pipe) and is binary (one set outstanding per id); a cross-core flag from the pool of its (src
+core, dst core) and counts (up to ``cross_core_capacity`` sets outstanding per id). Solver,
+sync planner and verifier all name pools with :class:`PoolKey`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ class PoolKey:
         return PoolKey.flag(self.core, self.dst, self.src)
 
     def budget(self, sync: SyncModel) -> int:
+        """How many ids the pool has."""
         return sync.cross_core_event_ids if self.kind == "cross" else sync.event_ids
+
+    def capacity(self, sync: SyncModel) -> int:
+        """How many sets one id may have outstanding: 1 for a binary intra-core flag, the
+        counter's capacity for a counting cross-core flag."""
+        return sync.cross_core_capacity if self.kind == "cross" else 1
 
     @property
     def label(self) -> str:

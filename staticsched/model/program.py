@@ -47,6 +47,15 @@ class ProgItem:
     shape: tuple[int, ...] = attrs.field(converter=tuple, default=())
 
 
+def _sees(value) -> tuple[str, ...]:
+    """Intended writes naming no write at all are not recorded: ``()``."""
+    return tuple(value) if any(value) else ()
+
+
+#: ``attrs.field``, for class bodies where an attribute named ``attrs`` hides the module
+_field = attrs.field
+
+
 @attrs.frozen
 class Instr:
     """One instruction of a stream.
@@ -54,7 +63,10 @@ class Instr:
     ``kind`` is a micro-op kind from :mod:`staticsched.model.opkinds`, ``"op"`` for an
     opaque op (no kind), or one of :data:`SYNC_KINDS`. ``cycle`` is the nominal issue cycle.
     Micro-ops use ``id/duration/reads/writes/attrs``; flags use ``src/dst/event``; cross
-    flags use ``event/peer_core``.
+    flags use ``event/peer_core``. ``sees`` (micro-ops) names, per read, the op whose write
+    that read must see when several ops write its item (its producer in the OpGraph's
+    sequential order), ``""`` for a read of an item one op writes; empty when the program does
+    not record it (older programs).
     """
 
     kind: str
@@ -68,6 +80,7 @@ class Instr:
     dst: str = ""
     event: int = -1
     peer_core: int = -1
+    sees: tuple[str, ...] = _field(converter=_sees, default=())
 
     @property
     def is_sync(self) -> bool:

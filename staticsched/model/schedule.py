@@ -25,7 +25,11 @@ class Schedule:
     events : tuple of SyncEvent
         The flags the sync plan keeps, with ids.
     makespan, lower_bound : int
-        Cycles; ``gap = makespan / lower_bound - 1``.
+        Cycles; ``gap = makespan / lower_bound - 1``. Once a program is built, ``makespan`` is
+        its replayed makespan (what runs).
+    planned_makespan : int
+        The last op end of ``ops`` (the plan), which a program's replay may differ from (link
+        sharing, credits); 0 before a program is built (then ``makespan`` is the plan's).
     status : str
         ``optimal``: the makespan is proven minimal for the graph on the hardware (it equals
         the lower bound, or CP-SAT proved it on a model that is exactly the user's problem);
@@ -54,6 +58,12 @@ class Schedule:
     stats: tuple[tuple[str, Any], ...] = attrs.field(
         converter=lambda d: tuple(sorted(dict(d).items())), default=()
     )
+    planned_makespan: int = 0
+
+    @property
+    def plan_makespan(self) -> int:
+        """The plan's makespan (the last end in ``ops``)."""
+        return self.planned_makespan or self.makespan
 
     @property
     def gap(self) -> float:

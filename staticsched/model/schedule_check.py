@@ -301,16 +301,15 @@ def _events(s: Schedule, rep: _Report) -> None:
             rep.add("events", f"event {what}: waited at {ev.wait_cycle} before it is set at {ev.set_cycle}")
         by_id.setdefault(key, []).append((ev.set_cycle, ev.wait_cycle, what))
     for key in sorted(by_id):
-        latest = None  # the event seen so far that is waited last
+        cap = key[0].capacity(s.hw.sync)
+        live: list[tuple[int, int, str]] = []  # events set and not yet waited, by wait cycle
         for s2, w2, b in sorted(by_id[key]):
-            if latest is not None and s2 < latest[1]:
-                s1, w1, a = latest
-                rep.add(
-                    "events",
-                    f"events '{a}' (live {s1}..{w1}) and '{b}' (set at {s2}) use one id at once",
-                )
-            if latest is None or w2 > latest[1]:
-                latest = (s2, w2, b)
+            live = [e for e in live if e[1] > s2]
+            if len(live) >= cap:
+                s1, w1, a = max(live, key=lambda e: e[1])
+                what = "one id at once" if cap == 1 else f"one id with {cap} others live (its capacity)"
+                rep.add("events", f"events '{a}' (live {s1}..{w1}) and '{b}' (set at {s2}) use {what}")
+            live.append((s2, w2, b))
 
 
 def _links(s: Schedule, rep: _Report) -> None:
@@ -336,8 +335,8 @@ def _links(s: Schedule, rep: _Report) -> None:
 
 def _summary(s: Schedule, rep: _Report) -> None:
     last = max((ot.end for ot in s.ops), default=0)
-    if s.makespan != last:
-        rep.add("summary", f"makespan {s.makespan} is not the last op end {last}")
+    if s.plan_makespan != last:
+        rep.add("summary", f"makespan {s.plan_makespan} is not the last op end {last}")
     if s.lower_bound > s.makespan:
         rep.add("summary", f"lower bound {s.lower_bound} exceeds makespan {s.makespan}")
     if s.status not in STATUSES:

@@ -32,7 +32,7 @@ def core_groups(graph: OpGraph, merge: Sequence[Sequence[int]] = ()) -> list[tup
 
 
 def build_problems(
-    graph: OpGraph, hw: Hardware, merge: Sequence[Sequence[int]] = ()
+    graph: OpGraph, hw: Hardware, merge: Sequence[Sequence[int]] = (), flag_slots: bool = True
 ) -> list[tuple[Problem, ProblemMap]]:
     """Split ``graph`` into independent core groups and describe each as a :class:`Problem`.
 
@@ -44,6 +44,9 @@ def build_problems(
         Its hardware: pipes, bounded spaces (capacity, alignment), event-id budgets, latencies.
     merge
         Sets of cores that must be one problem besides (cores coupled by a shared link).
+    flag_slots
+        A flags program (the default): a uniform space whose reuse crosses pipes offers at most
+        ``event_ids`` slots (:func:`_items`). False for a timed program, which has no flags.
 
     Returns
     -------
@@ -77,7 +80,8 @@ def build_problems(
             item_lists[group_of[ops[acc[name][0][0]].core]].append((item_index[name], acc[name]))
     token_cache: dict = {}
     return [
-        _build_one(graph, hw, groups[k], members[k], local, edge_lists[k], item_lists[k], token_cache)
+        _build_one(graph, hw, groups[k], members[k], local, edge_lists[k], item_lists[k], token_cache,
+                   flag_slots)
         for k in range(len(groups))
     ]
 
@@ -91,6 +95,7 @@ def _build_one(
     edge_list: list[tuple[int, int]],
     item_list: list[tuple[int, list[tuple[int, str]]]],
     token_cache: dict,
+    flag_slots: bool,
 ) -> tuple[Problem, ProblemMap]:
     ops = graph.ops
     core_rel = {c: k for k, c in enumerate(cores)}
@@ -107,7 +112,7 @@ def _build_one(
     edge_t = tuple((a, b, sync.latency(pipe_keys[pipe_of[a]], pipe_keys[pipe_of[b]])) for a, b in edges)
 
     edge_lat = {(a, b): lat for a, b, lat in edge_t}
-    spaces, items, item_ids = _items(graph, hw, core_rel, local, item_list, dur, edge_lat)
+    spaces, items, item_ids = _items(graph, hw, core_rel, local, item_list, dur, edge_lat, flag_slots)
     # tokens depend on pipes, edges and items only: cores running the same program share them
     key = (tuple(pipe_keys), tuple(pipe_of), edge_t, tuple(items), tuple(spaces))
     if key not in token_cache:
@@ -141,9 +146,24 @@ def _items(
     item_list: list[tuple[int, list[tuple[int, str]]]],
     dur: Sequence[int],
     edge_lat: dict[tuple[int, int], int],
+    flag_slots: bool = True,
 ) -> tuple[list[SpaceSpec], list[ItemSpec], list[int]]:
+    """The bounded spaces and their items, in a structural order.
+
+    With ``flag_slots``, a uniform space (one footprint) whose items are first written on one
+    pipe and last accessed on another offers at most ``event_ids`` slots: every reuse of a
+    slot then needs a flag from the pipe that last read it to the pipe that writes it next,
+    and the sync planner can reuse an id only after a WAIT that happens before the new SET
+    (the reuse rule). Cycling through more slots than ids leaves ids free in time but never
+    reusable -- each id's last WAIT is for a slot the new SET does not depend on -- and the
+    reverse pool, full of the same run-ahead's flags, has none for a credit
+    (``ffn_layernorm.json``: MTE2 eight loads ahead of MTE1 in 16 L1 slots). With at most
+    ``event_ids`` slots a slot's previous WAIT is reached through the slot's own data, as with
+    a TQue of that depth (docs/design.md, refinement 9).
+    """
     ops = graph.ops
     by_space: dict[tuple[int, str], list[tuple[int, int, int, tuple[int, ...], int]]] = {}
+    pipes_of: dict[tuple[int, str], set[str]] = {}
     for gi, accesses in item_list:
         it = graph.items[gi]
         first = accesses[0][0]
@@ -153,6 +173,7 @@ def _items(
         key = (core_rel[ops[first].core], it.space)
         live = _min_live([local[i] for i, _ in accesses], tails, dur, edge_lat)
         by_space.setdefault(key, []).append((gi, it.bytes, local[first], tuple(tails), live))
+        pipes_of.setdefault(key, set()).update(ops[i].unit for i in (first, last_w, *reads))
     spaces: list[SpaceSpec] = []
     items: list[ItemSpec] = []
     item_ids: list[int] = []
@@ -168,18 +189,25 @@ def _items(
         if len(set(feet)) == 1:
             slot = feet[0]
             n_slots = (sp.capacity - max(e[1] for e in entries)) // slot + 1
+            full_limit = n_slots * slot
+            ids = hw.sync.event_ids
+            capped = flag_slots and len(pipes_of[key]) > 1 and 0 < ids < n_slots
+            if capped:
+                n_slots = ids
             limit = n_slots * slot
             binding = len(entries) > n_slots
+            capped = capped and binding
         else:
-            slot = 0
-            limit = round_up(sp.capacity, align)
+            slot, capped = 0, False
+            limit = full_limit = round_up(sp.capacity, align)
             total = 0
             binding = False
             for (_, b, _, _, _), f in zip(entries, feet, strict=True):
                 binding = binding or total + b > sp.capacity
                 total += f
         k = len(spaces)
-        spaces.append(SpaceSpec(key[0], key[1], sp.capacity, align, slot, limit, binding))
+        spaces.append(SpaceSpec(key[0], key[1], sp.capacity, align, slot, limit, binding, capped,
+                                full_limit))
         offset = 0
         for (gi, b, first, tails, live), f in zip(entries, feet, strict=True):
             items.append(ItemSpec(k, b, f, first, tails, 0 if binding else offset, live))

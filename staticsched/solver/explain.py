@@ -67,7 +67,8 @@ def _co_residency(graph: OpGraph, hw: Hardware, prob: Problem, pmap: ProblemMap,
             if len(names) < 2:
                 continue
             sizes = [graph.item_map[n].bytes for n in names]
-            if not _fits_together(sizes, sp.capacity, sp.alignment, sp.slot, sp.limit):
+            # the space's own capacity: flag slots are dropped when they leave an op no room
+            if not _fits_together(sizes, sp.capacity, sp.alignment, sp.slot, sp.full_limit or sp.limit):
                 listed = ", ".join(f"'{n}' ({b} B)" for n, b in zip(names, sizes, strict=True))
                 feet = sum(round_up(b, sp.alignment) for b in sizes)
                 pr.add(

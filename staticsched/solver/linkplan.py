@@ -20,7 +20,7 @@ chooses as above.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import attrs
 
@@ -30,7 +30,7 @@ from staticsched.model.links import Transfer, rate_text
 from staticsched.model.opgraph import OpGraph
 from staticsched.solver.decompose import build_problems
 from staticsched.solver.links import LinkDemand, attach_links, link_demands, transfers_of
-from staticsched.solver.problem import Problem, ProblemMap
+from staticsched.solver.problem import Problem, ProblemMap, relax_event_budgets
 
 Pair = tuple[Problem, ProblemMap]
 
@@ -122,15 +122,16 @@ def coupled_pairs(
     lp: LinkPlan,
     transfers: dict[int, Transfer],
     overhead_holds: bool,
-    relax: Callable[[Problem], Problem] | None = None,
+    flags: bool = True,
 ) -> list[Pair]:
     """The chip's problems of a coupled plan: the cores of each group of binding links that
-    share cores become one problem holding the whole bandwidth. ``relax`` is applied to every
-    problem built (timed mode drops the event-id budgets)."""
+    share cores become one problem holding the whole bandwidth. Without ``flags`` (a timed
+    program) the problems have no event-id budgets and no flag slots
+    (:func:`~.decompose.build_problems`)."""
     linked = {c for d in lp.binding for c in d.cores}
-    merged = build_problems(graph, hw, _components(lp.binding))
-    if relax is not None:
-        merged = [(relax(p), m) for p, m in merged]
+    merged = build_problems(graph, hw, _components(lp.binding), flag_slots=flags)
+    if not flags:
+        merged = [(relax_event_budgets(p), m) for p, m in merged]
     full = {d.name: d.units for d in lp.binding}
     out = []
     for prob, pmap in merged:

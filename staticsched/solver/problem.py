@@ -39,6 +39,11 @@ class SpaceSpec:
     slot: int
     limit: int
     binding: bool
+    #: the limit is ``event_ids`` slots, fewer than the capacity holds (flag slots: a
+    #: restriction of the user's problem, see :func:`~.decompose.build_problems`), and the
+    #: limit without that cut (:func:`relax_flag_slots` restores it)
+    capped: bool = False
+    full_limit: int = 0
 
 
 @attrs.frozen
@@ -167,6 +172,14 @@ class ProblemMap:
     cores: tuple[int, ...] = attrs.field(converter=tuple)
     ops: tuple[int, ...] = attrs.field(converter=tuple)
     items: tuple[int, ...] = attrs.field(converter=tuple)
+
+
+def relax_flag_slots(prob: Problem) -> Problem:
+    """``prob`` with every space at its full capacity: for when the flag slots (fewer slots
+    than the capacity holds) leave an op no room (a space stays binding: its items keep
+    getting addresses)."""
+    return attrs.evolve(prob, spaces=[attrs.evolve(sp, limit=sp.full_limit, capped=False) if sp.capped else sp
+                                      for sp in prob.spaces])
 
 
 def relax_event_budgets(prob: Problem) -> Problem:

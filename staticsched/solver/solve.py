@@ -40,6 +40,7 @@ from staticsched.solver.cpmodel import solve_cpsat
 from staticsched.solver.decompose import build_problems
 from staticsched.solver.explain import explain_stuck, precheck
 from staticsched.solver.feasibility import model_violations
+from staticsched.solver.fluid_replay import replayed_makespan
 from staticsched.solver.linkplan import LinkPlan, coupled_pairs, plan_links
 from staticsched.solver.links import LinkSpec, Xfer, fix_rates, link_bound, transfers_of
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
@@ -47,9 +48,13 @@ from staticsched.solver.lns import improve_lns
 from staticsched.solver.normalize import semi_active
 from staticsched.solver.paths import head_lengths, tail_lengths
 from staticsched.solver.portfolio import FULL_LIMIT, plan, solve_whole
-from staticsched.solver.problem import Problem, ProblemMap, relax_event_budgets
+from staticsched.solver.problem import Problem, ProblemMap, relax_event_budgets, relax_flag_slots
 
 _RANK = {"optimal": 0, "feasible": 1, "heuristic": 2}
+#: whether a transfer holds its rate on a link from its start rather than from the end of its
+#: overhead: never -- no flag reserves bandwidth (flags programs have no link-order flags; the
+#: hardware shares the links) and a timed program keeps the order by exact cycles
+HOLDS = False
 
 
 @attrs.frozen
@@ -157,27 +162,41 @@ def solve(
     if link_policy not in LINK_POLICIES:
         raise InputError(f"link_policy must be one of {', '.join(LINK_POLICIES)}, got {link_policy!r}")
     t0 = time.monotonic()
-    pairs = build_problems(graph, hw)
+    pairs = build_problems(graph, hw, flag_slots=event_budgets)
     if not event_budgets:
         pairs = [(relax_event_budgets(prob), pmap) for prob, pmap in pairs]
     precheck(graph, hw, pairs)
     say = progress or (lambda line: None)
     transfers = transfers_of(graph, hw) if hw.links else {}
-    lp = plan_links(graph, hw, pairs, policy=link_policy, overhead_holds=event_budgets,
+    lp = plan_links(graph, hw, pairs, policy=link_policy, overhead_holds=HOLDS,
                     transfers=transfers)
     if lp.note:
         say(f"links: {lp.note}")
     run = _Run(method, time_limit, seed, workers, time_mode)
     starts: list[Timetable | None] = [None] * len(lp.pairs)
     best: tuple[list[tuple[Problem, ProblemMap]], list[SubResult]] | None = None
+    cands: list = []
     if lp.case == "coupled":
-        lp, starts, best, pairs_to_solve = _coupled_start(graph, hw, pairs, lp, run, say, progress,
-                                                          event_budgets, transfers)
+        lp, starts, best, pairs_to_solve, cands = _coupled_start(graph, hw, pairs, lp, run, say, progress,
+                                                                 event_budgets, transfers)
         lp = attrs.evolve(lp, pairs=pairs_to_solve)
     solved_pairs, results = _solve_pairs(graph, list(lp.pairs), run, say, progress, starts)
+    bound = chip_lower_bound(graph, hw, pairs, transfers)
+    if best is not None and event_budgets:
+        # a flags program runs with the links shared by the hardware, not at the planned
+        # rates: the coupled search and the cheap candidates are compared as they run
+        out = [("coupled search", _assemble(graph, hw, solved_pairs, results, run, 0.0, lp, bound))]
+        out += [(name, _assemble(graph, hw, *cand, run, 0.0, lp, bound)) for name, _, cand in cands]
+        played = [(replayed_makespan(sch, transfers), k, name, sch) for k, (name, sch) in enumerate(out)]
+        _, _, name, chosen = min(played)
+        listed = ", ".join(f"{n} {m}" for m, _, n, _ in played)
+        note = f"{lp.note}; replayed with the links shared by the hardware: {listed}; kept the {name}"
+        say(f"links: {note.split('; replayed ', 1)[1]}")
+        stats = {**dict(chosen.stats), "links": note, "seconds": round(time.monotonic() - t0, 3),
+                 "link_replays": listed}
+        return attrs.evolve(chosen, stats=stats)
     if best is not None and _assembled_makespan(*best) < _assembled_makespan(solved_pairs, results):
         solved_pairs, results = best  # a search never ends worse than its start; kept honest
-    bound = chip_lower_bound(graph, hw, pairs, transfers)
     return _assemble(graph, hw, solved_pairs, results, run, time.monotonic() - t0, lp, bound)
 
 
@@ -289,12 +308,12 @@ def _coupled_start(
     otherwise the chip's problem does, from the best candidate.
 
     Returns the plan (its note naming the candidates and the choice), the start timetables,
-    the best candidate (pairs, results) and the problems to solve. ``event_budgets`` (flags
-    mode) also makes transfers hold their rate from issue; timed mode drops the budgets."""
+    the best candidate (pairs, results), the problems to solve and every candidate (name,
+    pairs, results). Timed mode (no ``event_budgets``) drops the event-id budgets."""
     quick = attrs.evolve(run, method="list")
     free = _solve_pairs(graph, list(pairs), quick, say, progress)
     own = _assembled_makespan(*free)
-    fits = _fits_links(hw, transfers, *free, overhead_holds=event_budgets)
+    fits = _fits_links(hw, transfers, *free, overhead_holds=HOLDS)
     tried = [f"own timetables {own}" + ("" if fits else " (overload the link)")]
     cands = [("own timetables", list(pairs), free)] if fits else []
     for name, split in lp.splits:
@@ -310,11 +329,10 @@ def _coupled_start(
         demand = lp.note.split(";")[0].removeprefix("coupled: ")
         note = (f"{name} ({demand}): as short as the cores' own timetables (list schedules: "
                 f"{listed}), so each core is solved with its share")
-        return attrs.evolve(lp, case=name, note=note), [None] * len(problems), None, problems
+        return attrs.evolve(lp, case=name, note=note), [None] * len(problems), None, problems, []
     note = f"{lp.note} (list schedules: {listed}; the chip's search starts from the {name})"
-    chip = coupled_pairs(graph, hw, lp, transfers, event_budgets,
-                         None if event_budgets else relax_event_budgets)
-    return attrs.evolve(lp, note=note), _seeds(chip, *best, graph), best, chip
+    chip = coupled_pairs(graph, hw, lp, transfers, HOLDS, flags=event_budgets)
+    return attrs.evolve(lp, note=note), _seeds(chip, *best, graph), best, chip, cands
 
 
 def _seeds(
@@ -446,18 +464,22 @@ def model_is_exact(prob: Problem) -> bool:
     """Is the solver's model of ``prob`` exactly the user's problem, so that a CP-SAT proof is
     an optimality proof?
 
-    Two parts of the model are stricter than the execution model and make it a restriction:
+    Four parts of the model are stricter than the execution model and make it a restriction:
     binding event-id pools, whose flag tokens over-count the flags the sync planner keeps
     (counting every possible flag, and without the reachability refinement above
-    :data:`.tokens.REACH_LIMIT` ops); and, with a non-zero flag latency, the gap of ``reuse_gap``
-    cycles between items sharing bytes, which a reuse on the same pipe does not need. Capacity
-    and addresses are exact (uniform spaces: slots at multiples of the footprint lose nothing;
-    mixed spaces: every aligned offset is a choice).
+    :data:`.tokens.REACH_LIMIT` ops); transfers on shared links, whose rates are fixed; flag
+    slots (a space cut to ``event_ids`` slots, :func:`~.decompose.build_problems`); and, with a
+    non-zero flag latency, the gap of ``reuse_gap`` cycles between items sharing bytes, which
+    a reuse on the same pipe does not need. Capacity and addresses are otherwise exact (uniform
+    spaces: slots at multiples of the footprint lose nothing; mixed spaces: every aligned offset
+    is a choice).
     """
     if any(b.binding for b in prob.budgets):
         return False
     if prob.xfers:
         return False  # the transfers' rates are fixed (by the list schedule): a restriction
+    if any(sp.capped for sp in prob.spaces):
+        return False  # fewer slots than the space holds: a restriction of the user's problem
     return not (prob.reuse_gap > 0 and any(sp.binding for sp in prob.spaces))
 
 
@@ -482,6 +504,12 @@ def solve_problem(
     exact = model_is_exact(prob)
     bound = lower_bound(prob)
     found = list_schedule(prob)
+    if isinstance(found, Stuck) and any(sp.capped for sp in prob.spaces):
+        # the flag slots left some op no room: the spaces' full capacity (the sync planner
+        # then fits the ids, with credits or the baton)
+        prob = relax_flag_slots(prob)
+        exact = model_is_exact(prob)
+        found = list_schedule(prob)
     if start is not None and (isinstance(found, Stuck) or start.makespan < found.makespan):
         found = start
     relaxed = False

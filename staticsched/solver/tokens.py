@@ -82,7 +82,8 @@ def event_budgets(
         by_budget[tok.budget].append(tok)
     out = []
     for b, key in enumerate(keys):
-        cap = key.budget(sync)
+        # a counting id holds several outstanding flags
+        cap = key.budget(sync) * key.capacity(sync)
         toks = by_budget[b]
         binding = len(toks) > cap and _may_overflow(toks, op_items, items, spaces, cap)
         out.append(Budget(key, cap, binding))

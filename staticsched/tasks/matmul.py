@@ -33,6 +33,7 @@ separate ``rowwise`` task is the way (the seed article's fusion boundary, §2.2)
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -51,10 +52,9 @@ from staticsched.tasks.base import (
     checked_or_derived,
     fmt_shape,
     hardware_needs,
-    per_core,
     spans,
 )
-from staticsched.tasks.builder import FP16, FP32, Builder
+from staticsched.tasks.builder import FP16, FP32, Builder, balance_cores
 from staticsched.tasks.rowops import DEFAULT_EPS, ROWOPS, Block, Ctx
 
 #: operand and output element bytes (fp16) and accumulator element bytes (fp32)
@@ -696,9 +696,45 @@ class MatmulPlan:
     def info(self, hw: Hardware) -> TilingInfo:
         t = self.tiling
         combine = ROWOPS[REDUCTION_OPS[0]].resident_combine(len(self.n_spans)) if self.task.reduces else ""
+        counts = Counter(balance_cores(self.work(hw), hw.cores))
+        per = (min(counts.get(c, 0) for c in range(hw.cores)), max(counts.values()))
         return TilingInfo(self.task.id, "matmul", (t.base_m, t.base_n, t.base_k), t.buffers,
-                          self.task.tiling is None, self.blocks, per_core(self.blocks, hw.cores),
+                          self.task.tiling is None, self.blocks, per,
                           combine=combine, steps=(t.step_m, t.step_n) if t.reuses else ())
+
+    def work(self, hw: Hardware) -> list[int]:
+        """The estimated cycles of each unit of work (group of blocks, or row panel), in block
+        order, by which cores are balanced: the Cube's cycles or the loads' at the rate a core
+        can count on (its path's, or its even share of a link the path crosses), whichever is
+        larger. Tail blocks cost less, and on a link-bound chip it is the bytes that must be
+        even: round-robin blocks of an unequal grid left the cores with the most bytes moving
+        alone at the end (``unequal_mm1000_hbm.json``)."""
+        task, t = self.task, self.tiling
+        cube = hw.cube
+        assert cube is not None  # needs() checked it
+        fm, fn, fk = cube.fractal
+        src = hw.role("global")
+        dst = hw.role("operand")
+        path = hw.path(src, dst)
+        rate = min([path.bytes_per_cycle, *(lk.bytes_per_cycle / hw.cores for lk in hw.links_of(src, dst))])
+        k_pad = sum(round_up(k1 - k0, fk) for k0, k1 in self.k_spans)
+        nm, nn = len(self.m_spans), len(self.n_spans)
+
+        def cost(rows: Sequence[int], cols: Sequence[int]) -> int:
+            ms = [self.m_spans[i] for i in rows]
+            ns = [self.n_spans[j] for j in cols]
+            area = sum(round_up(m1 - m0, fm) * round_up(n1 - n0, fn) for m0, m1 in ms for n0, n1 in ns)
+            macs = area * k_pad
+            cycles = -(-macs // dict(cube.macs_per_cycle).get("float16", 1))
+            loaded = (sum(m1 - m0 for m0, m1 in ms) + sum(n1 - n0 for n0, n1 in ns)) * task.k * 2
+            return max(cycles, math.ceil(loaded / rate))
+
+        if task.reduces:
+            per_panel = [cost([mi], range(nn)) for mi in range(nm)]
+            return per_panel * task.batches
+        per_group = [cost(range(mi, min(mi + t.step_m, nm)), range(ni, min(ni + t.step_n, nn)))
+                     for mi, ni in self.groups]
+        return per_group * task.batches
 
     def lower(self, em: Builder) -> None:
         task, hw = self.task, em.hw
@@ -708,7 +744,7 @@ class MatmulPlan:
         m, n, k = task.m, task.n, task.k
         em.output(task.out, [(bi * m + m0, bi * m + m1) for bi in range(task.batches) for m0, m1 in m_spans],
                   n_spans)
-        first_core = em.start_task(self.blocks)
+        cores = em.balance(self.work(hw))
         a_rows = k if task.transpose_a else m
         b_rows = n if task.transpose_b else k
         t, nm, nn = self.tiling, len(m_spans), len(n_spans)
@@ -723,7 +759,7 @@ class MatmulPlan:
                          for ni in range(ni0, min(ni0 + t.step_n, nn))]
                         for mi in range(mi0, min(mi0 + t.step_m, nm))]
                 pi = bi * nm + mi0
-                core = em.core_of(pi if task.reduces else bi * len(self.groups) + gi, first_core)
+                core = cores[pi if task.reduces else bi * len(self.groups) + gi]
                 tiles = self._group(em, grid, core, k_spans, (a_off, b_off, o_off), (fm, fn, fk))
                 if task.reduces:  # steps are 1x1 (check_tiling): the panel's blocks come in order
                     panel.extend(tiles)

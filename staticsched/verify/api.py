@@ -23,8 +23,9 @@ from staticsched.model.program import Program
 from staticsched.verify import numeric as numreplay
 from staticsched.verify.conformance import conformance_findings
 from staticsched.verify.cost import cost_findings
-from staticsched.verify.dataflow import dataflow_findings, tensor_space_findings
+from staticsched.verify.dataflow import dataflow_findings, seen_write_findings, tensor_space_findings
 from staticsched.verify.flags import double_set_findings, static_flag_findings
+from staticsched.verify.fluid import shared_transfers
 from staticsched.verify.hb import flags_pass, race_findings, timed_pass
 from staticsched.verify.index import OP, SET, WAIT, ProgramIndex
 from staticsched.verify.jitter import collect as jitter_collect
@@ -139,20 +140,24 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
     # for a big program (when no jitter worker already takes the other CPUs)
     side = Mapped(_index_checks, [ix], default_processes(ix.n, 1) if pending is None else 0)
     try:
-        rep = clock.run("replay", simulate, ix)
+        # a flags program's transfers share the links as the hardware does (verify.fluid)
+        shared = clock.run("replay", shared_transfers, ix)
+        rep = clock.run("replay", simulate, ix, shared=shared)
         double_sets = double_set_findings(ix, rep.double_sets)
         found["deadlock"].extend(_deadlock_findings(ix, rep))
 
         reuse: list[Finding] = []
         if ix.timed:
-            det, df = clock.run("races", timed_pass, ix, rep)
+            det, df, sw = clock.run("races", timed_pass, ix, rep)
         else:
-            det, reuse, df = clock.run("races", flags_pass, ix, rep)
+            det, reuse, df, sw = clock.run("races", flags_pass, ix, rep)
             if jitter and not numeric:
                 kw = {"nominal": rep, "reuse_rule_kept": not reuse}
                 pending = clock.run("jitter", jitter_start, ix, jitter, seed, **kw)
         found["race"].extend(race_findings(ix, det, rep))
         found["dataflow"].extend(dataflow_findings(ix, df, rep))
+        for f in seen_write_findings(ix, sw, rep):
+            found[f.check].append(f)
         memory = [
             *clock.run("memory", live_range_findings, ix, rep),
             *clock.run("memory", uninitialized_read_findings, ix, rep),
@@ -169,6 +174,11 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
         found["memory"].extend([*checks["memory"], *memory])
 
         stats: dict[str, Any] = _counts(ix, rep)
+        if ix.multi_written:
+            stats["intended_writes"] = (
+                "checked" if ix.records_sees
+                else "not checked: the program does not record which write a read must see "
+                     "(written before that field existed)")
         data = None
         if numeric:
             data = clock.run("numeric", _numeric, ix, rep, seed, tol, found, stats)
@@ -176,7 +186,7 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
             stats["numeric"] = "not requested"
         if jitter:
             if pending is None:
-                pending = clock.run("jitter", jitter_start, ix, jitter, seed, data=data)
+                pending = clock.run("jitter", jitter_start, ix, jitter, seed, data=data, nominal=rep)
             known = (frozenset(det.races), frozenset(df.unsatisfied))
             found["jitter"].extend(clock.run("jitter", jitter_collect, pending, ix, rep, *known))
     finally:

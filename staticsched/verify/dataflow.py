@@ -72,6 +72,83 @@ class Dataflow:
             self.unsatisfied.setdefault(gid, []).append((me[3], bad))
 
 
+class SeenWrites:
+    """Which write each read of an item several ops write sees, against the one the program
+    says it must see (``Instr.sees``: its producer in the OpGraph's sequential order).
+
+    Per such item the writes in the replay's issue order (a linear extension of
+    happens-before); a read sees the latest of them that happens before it. When the race check
+    is clean the writes of an item are totally ordered, so that write is unique; the race check
+    reports the rest.
+    """
+
+    def __init__(self, ix: ProgramIndex) -> None:
+        self.ix = ix
+        self.multi = ix.multi_written
+        self.on = ix.records_sees
+        self.writes: dict[str, list[Epoch]] = {}
+        #: (read gid, read position, item, intended op id, gid of the write it sees or -1)
+        self.wrong: list[tuple[int, int, str, str, int]] = []
+        #: reads of such items with no intended write recorded: (gid, position, item)
+        self.unstated: list[tuple[int, int, str]] = []
+
+    def op(self, me: Epoch, hb: Callable[[Epoch], bool]) -> None:
+        """Check micro-op ``me``'s reads (before its own writes: a read-modify-write op reads
+        first), then record its writes."""
+        if not self.on:
+            return
+        g = me[0]
+        ins = self.ix.instr[g]
+        multi = self.multi
+        for k, name in enumerate(ins.reads):
+            if name not in multi:
+                continue
+            want = ins.sees[k] if ins.sees else ""
+            if not want:
+                self.unstated.append((g, k, name))
+                continue
+            seen = -1
+            for e in reversed(self.writes.get(name, ())):
+                if e[0] != g and hb(e):
+                    seen = e[0]
+                    break
+            if seen < 0 or self.ix.instr[seen].id != want:
+                self.wrong.append((g, k, name, want, seen))
+        for name in ins.writes:
+            if name in multi:
+                self.writes.setdefault(name, []).append(me)
+
+
+def seen_write_findings(ix: ProgramIndex, sw: SeenWrites, rep: Replay) -> list[Finding]:
+    """``wrong_write``: a read that sees another write than the program's ``sees`` names;
+    ``no_intended_write``: a read of an item several ops write whose intended write a program
+    that records them leaves out."""
+    out = []
+    for g, k, name, want, seen in sw.wrong:
+        wanted = ix.op_gid.get(want, -1)
+        who = f"{ix.describe(wanted)}" if wanted >= 0 else f"'{want}' (no such op)"
+        if seen >= 0:
+            got = (f"but the last write of it that happens before the read is {ix.describe(seen)} "
+                   f"at cycles [{rep.start[seen]}, {rep.end[seen]})")
+        else:
+            got = "but no write of it happens before the read"
+        out.append(Finding(
+            "dataflow", "wrong_write",
+            f"{ix.describe(g)} reads item '{name}' (read #{k}) at cycle {rep.start[g]} and must see "
+            f"the write of {who}, {got}",
+            ops=tuple(ix.op_label(x) for x in (g, wanted, seen) if x >= 0),
+            core=ix.core_of(g), pipes=(ix.unit_of(g),), cycle=rep.start[g],
+        ))
+    for g, k, name in sw.unstated:
+        out.append(Finding(
+            "input", "no_intended_write",
+            f"{ix.describe(g)}: read #{k} of item '{name}', which {ix.multi_written[name]} ops write, "
+            "names no write it must see (the program records them for its other reads)",
+            ops=(ix.op_label(g),), core=ix.core_of(g),
+        ))
+    return out
+
+
 def dataflow_findings(
     ix: ProgramIndex, df: Dataflow, rep: Replay, *, check: str = "dataflow", skip: frozenset = frozenset(),
     note: str = "",

@@ -145,16 +145,23 @@ def _finding(ix: ProgramIndex, kind: str, message: str, gids: list[int]) -> Find
 def double_set_findings(
     ix: ProgramIndex, double_sets: list[tuple[int, int, int]], *, check: str = "flag", note: str = ""
 ) -> list[Finding]:
-    """One finding per dynamic double set of a replay."""
+    """One finding per dynamic double set of a replay (``counter_overflow`` for a counting
+    cross-core flag already at its capacity)."""
     out = []
     for g, prev, t in double_sets:
         key = ix.key_of[g]
+        cap = ix.capacity(key)
+        if cap == 1:
+            kind, what = "double_set", f"while {key_text(key)} is still set by {ix.describe(prev)}"
+        else:
+            kind = "counter_overflow"
+            what = (f"while {key_text(key)} already counts {cap} sets not yet waited (its capacity; "
+                    f"the oldest is {ix.describe(prev)})")
         out.append(
             Finding(
                 check,
-                "double_set",
-                f"{ix.describe(g)} fires at cycle {t} while {key_text(key)} is still set by "
-                f"{ix.describe(prev)}{note}",
+                kind,
+                f"{ix.describe(g)} fires at cycle {t} {what}{note}",
                 ops=(ix.op_label(g), ix.op_label(prev)),
                 core=ix.core_of(g),
                 pipes=(ix.unit_of(g),),

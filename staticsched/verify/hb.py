@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from staticsched.verify.dataflow import Dataflow
+from staticsched.verify.dataflow import Dataflow, SeenWrites
 from staticsched.verify.index import OP, SET, Access, Key, ProgramIndex, key_text
 from staticsched.verify.replay import Replay
 from staticsched.verify.report import Finding
@@ -78,16 +78,17 @@ class RaceDetector:
                 dataflow.access(me, acc.segs, write, hb)
 
 
-def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Finding], Dataflow]:
+def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Finding], Dataflow, SeenWrites]:
     """Vector clocks over ``rep.order``: races of every micro-op access, GM dataflow, and the
     reuse rule.
 
     Returns
     -------
-    detector, reuse_findings, dataflow
-        The race detector (its ``races``), one ``flag``/``reuse_rule`` finding per set that is
-        not happens-after the wait consuming the previous set of its key, and the GM reads no
-        write happens before (``dataflow.unsatisfied``).
+    detector, reuse_findings, dataflow, seen
+        The race detector (its ``races``), one ``flag`` finding per set (or wait) that breaks
+        the reuse rule or the order of its key, the GM reads no write happens before
+        (``dataflow.unsatisfied``), and the reads that see another write than the program says
+        (``seen.wrong``).
     """
     nstreams = len(ix.streams)
     comp = ix.comp_of_stream
@@ -96,8 +97,12 @@ def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Findin
     snapshots: dict[int, list[int]] = {}
     wait_epochs: dict[Key, list[tuple[int, int, int] | None]] = {}
     set_count: dict[Key, int] = {}
+    # the latest set and wait of each key, as (gid, stream, clock)
+    last_set: dict[Key, tuple[int, int, int]] = {}
+    last_wait: dict[Key, tuple[int, int, int]] = {}
     det = RaceDetector()
     df = Dataflow(ix.gm_written)
+    sw = SeenWrites(ix)
     reuse: list[Finding] = []
     role, stream_of, accesses = ix.role, ix.stream_of, ix.accesses
     for g in rep.order:
@@ -115,19 +120,27 @@ def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Findin
                 return comp[e[1]] == cs and e[2] <= v[local[e[1]]]
 
             det.op(g, s, v[local[s]], accs, hb, df)
+            sw.op((g, s, v[local[s]], ""), hb)
         elif r == SET:
             k = ix.key_of[g]
             i = set_count.get(k, 0)
             set_count[k] = i + 1
             snapshots[g] = list(v)
-            if i >= 1:
+            cap = ix.capacity(k)
+            if i >= cap:
+                j = i - cap
                 prev = wait_epochs.get(k, [])
-                ep = prev[i - 1] if len(prev) >= i else None
-                if len(prev) < i:
+                if len(prev) <= j:
                     static = ix.waits_of.get(k, [])
-                    reuse.append(_reuse_finding(ix, k, g, i, static[i - 1] if len(static) >= i else -1))
-                elif ep is not None and (comp[ep[1]] != comp[s] or ep[2] > v[local[ep[1]]]):
-                    reuse.append(_reuse_finding(ix, k, g, i, ep[0]))
+                    reuse.append(_reuse_finding(ix, k, g, i, static[j] if len(static) > j else -1, cap))
+                else:
+                    ep = prev[j]
+                    if ep is not None and (comp[ep[1]] != comp[s] or ep[2] > v[local[ep[1]]]):
+                        reuse.append(_reuse_finding(ix, k, g, i, ep[0], cap))
+            last = last_set.get(k)
+            if last is not None and (comp[last[1]] != comp[s] or last[2] > v[local[last[1]]]):
+                reuse.append(_order_finding(ix, k, "set", i, last[0], g))
+            last_set[k] = (g, s, v[local[s]])
         else:
             k = ix.key_of[g]
             m = rep.matched[g]
@@ -135,37 +148,60 @@ def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Findin
                 snap = snapshots.pop(m)
                 if len(snap) == len(v):
                     v[:] = map(max, v, snap)
-                wait_epochs.setdefault(k, []).append((g, s, v[local[s]]))
+                me = (g, s, v[local[s]])
+                wait_epochs.setdefault(k, []).append(me)
+                last = last_wait.get(k)
+                if last is not None and (comp[last[1]] != comp[s] or last[2] > v[local[last[1]]]):
+                    reuse.append(_order_finding(ix, k, "wait", len(wait_epochs[k]) - 1, last[0], g))
+                last_wait[k] = me
             else:
                 wait_epochs.setdefault(k, []).append(None)
-    return det, reuse, df
+    return det, reuse, df, sw
 
 
-def _reuse_finding(ix: ProgramIndex, k: Key, g: int, i: int, prev_wait: int) -> Finding:
+def _reuse_finding(ix: ProgramIndex, k: Key, g: int, i: int, prev_wait: int, cap: int = 1) -> Finding:
+    j = i - cap
     if prev_wait >= 0:
-        why = f"is not ordered after {ix.describe(prev_wait)}, the wait that consumes set #{i - 1}"
+        why = f"is not ordered after {ix.describe(prev_wait)}, the wait that consumes set #{j}"
         ops = (ix.op_label(g), ix.op_label(prev_wait))
         pipes = (ix.unit_of(g), ix.unit_of(prev_wait))
     else:
-        why = f"follows set #{i - 1}, which no wait consumes"
+        why = f"follows set #{j}, which no wait consumes"
         ops = (ix.op_label(g),)
         pipes = (ix.unit_of(g),)
+    harm = ("it sets a flag that is still set (double set)" if cap == 1
+            else f"the counter exceeds its capacity of {cap}")
     return Finding(
         "flag",
         "reuse_rule",
-        f"set #{i} of {key_text(k)}: {ix.describe(g)} {why}; under some timing it sets a flag "
-        f"that is still set (double set)",
+        f"set #{i} of {key_text(k)}: {ix.describe(g)} {why}; under some timing {harm}",
         ops=ops,
         core=ix.core_of(g),
         pipes=pipes,
     )
 
 
-def timed_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, Dataflow]:
-    """Races and GM dataflow when HB is "ends no later than the other starts" in replay ``rep``
-    (timed mode, or a jittered replay of a timed program)."""
+def _order_finding(ix: ProgramIndex, k: Key, what: str, i: int, prev: int, g: int) -> Finding:
+    """Two consecutive sets (or waits) of one key that happens-before does not order: which
+    wait consumes which set then depends on timing."""
+    return Finding(
+        "flag",
+        f"unordered_{what}s",
+        f"{what} #{i} of {key_text(k)}: {ix.describe(g)} is not ordered after {what} #{i - 1}, "
+        f"{ix.describe(prev)}; under some timing the waits of this key consume its sets in "
+        "another order",
+        ops=(ix.op_label(prev), ix.op_label(g)),
+        core=ix.core_of(g),
+        pipes=(ix.unit_of(prev), ix.unit_of(g)),
+    )
+
+
+def timed_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, Dataflow, SeenWrites]:
+    """Races, GM dataflow and seen writes when HB is "ends no later than the other starts" in
+    replay ``rep`` (timed mode, or a jittered replay of a timed program)."""
     det = RaceDetector()
     df = Dataflow(ix.gm_written)
+    sw = SeenWrites(ix)
     start, end = rep.start, rep.end
     for g in rep.order:
         if ix.role[g] != OP or not ix.accesses[g]:
@@ -177,7 +213,8 @@ def timed_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, Dataflow]:
             return end[e[0]] <= t
 
         det.op(g, s, s, ix.accesses[g], hb, df)
-    return det, df
+        sw.op((g, s, s, ""), hb)
+    return det, df, sw
 
 
 def race_findings(

@@ -149,6 +149,7 @@ class ProgramIndex:
         self._index_streams()
         self._index_segments()
         self._index_components()
+        self._index_writers()
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -631,6 +632,23 @@ class ProgramIndex:
             sizes[comp] = sizes.get(comp, 0) + 1
         self.comp_size = sizes
 
+    def _index_writers(self) -> None:
+        """Items several micro-ops write, and whether the program says which write each of
+        their reads must see (``Instr.sees``; programs written before it was recorded do not)."""
+        count: dict[str, set[str]] = {}
+        records = False
+        for gid in range(self.n):
+            if self.role[gid] != OP:
+                continue
+            ins = self.instr[gid]
+            records = records or bool(ins.sees)
+            for name in ins.writes:
+                count.setdefault(name, set()).add(ins.id)
+        #: item -> how many distinct ops write it, for the items more than one op writes
+        self.multi_written: dict[str, int] = {n: len(ids) for n, ids in count.items() if len(ids) > 1}
+        #: whether the program records the intended writes (``sees``) at all
+        self.records_sees = records
+
     # ------------------------------------------------------------------ queries used by checks
     def adopt_op_shapes(self, shapes: tuple[list[int], list[int]]) -> None:
         """Take :meth:`op_shapes` as a worker process computed it from this same index."""
@@ -679,6 +697,11 @@ class ProgramIndex:
     def flag_keys(self) -> list[Key]:
         """Every flag key used, sorted."""
         return sorted(set(self.sets_of) | set(self.waits_of))
+
+    def capacity(self, key: Key) -> int:
+        """Sets a flag key may have outstanding: 1 for an intra-core flag (binary), the
+        hardware's ``cross_core_capacity`` for a cross-core one (a counting semaphore)."""
+        return self.hw.sync.cross_core_capacity if key[0] == "cross" else 1
 
 
 def cost_attrs(attrs_: tuple[tuple[str, Any], ...]) -> tuple:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from staticsched.verify import numeric
-from staticsched.verify.dataflow import dataflow_findings
+from staticsched.verify.dataflow import dataflow_findings, seen_write_findings
 from staticsched.verify.flags import double_set_findings
 from staticsched.verify.hb import race_findings, timed_pass
 from staticsched.verify.index import OP, WAIT, ProgramIndex
@@ -27,31 +27,39 @@ from staticsched.verify.workers import Mapped, default_processes
 LOW, HIGH = 0.5, 3.0
 
 
-def jitter_durations(ix: ProgramIndex, rng: np.random.Generator) -> list[int]:
+def jitter_durations(
+    ix: ProgramIndex, rng: np.random.Generator, nominal: Replay | None = None
+) -> list[int]:
     """One factor in ``[LOW, HIGH)`` per instruction (drawn for all, so the stream of random
-    numbers does not depend on which instructions are micro-ops); sync stays 0 cycles."""
+    numbers does not depend on which instructions are micro-ops); sync stays 0 cycles.
+
+    The factors scale the durations of the ``nominal`` replay when given (a transfer sharing a
+    link lasts what sharing gave it there), else the program's: a jittered replay draws every
+    duration, link sharing included, at random."""
     factors = rng.uniform(LOW, HIGH, size=ix.n)
-    base = np.asarray(ix.dur, dtype=np.float64)
+    if nominal is not None and not ix.timed:
+        base = np.asarray(nominal.end, dtype=np.float64) - np.asarray(nominal.start, dtype=np.float64)
+    else:
+        base = np.asarray(ix.dur, dtype=np.float64)
     scaled = np.maximum(1, np.rint(base * factors)).astype(np.int64)
     return np.where(np.asarray(ix.role) == OP, scaled, 0).tolist()
-
-
 
 
 class StaticPairs:
     """A flags program whose flag pairing no timing can change, whose nominal replay had no
     stuck state and no double set, and that keeps the reuse rule: every key's sets come from
     one stream and its waits from one stream (so wait #n consumes set #n under any durations),
-    and set #n happens after the wait that consumes set #n-1.
+    and set #n happens after the wait that consumes set #n-C (C = 1 for a binary flag, the
+    counter's capacity for a counting cross-core flag).
 
     Happens-before is then the same graph for every replay (program order plus set #n ->
     wait #n), and the nominal issue order is a linear extension of it. A jittered replay's
     cycles follow from one pass along that order (``start = max(pipe free, matched set
     visible)``), the same recurrence the event-driven replay evaluates, and no replay of such
-    a program can get stuck. A double set is set #n firing before wait #n-1 is released; the
+    a program can get stuck. A double set is set #n firing before wait #n-C is released; the
     reuse rule makes the wait come first at equal cycles (the event replay queues an
     instruction only once everything happening before it has issued), so the pass checks
-    ``release(wait #n-1) <= fire(set #n)`` on its cycles and leaves any replay where that
+    ``release(wait #n-C) <= fire(set #n)`` on its cycles and leaves any replay where that
     fails to :func:`simulate`.
     """
 
@@ -62,8 +70,9 @@ class StaticPairs:
         earlier_waits: list[int] = []
         for k, sets in ix.sets_of.items():
             waits = ix.waits_of.get(k, [])
-            later_sets.extend(sets[1:])
-            earlier_waits.extend(waits[: len(sets) - 1])
+            cap = ix.capacity(k)
+            later_sets.extend(sets[cap:])
+            earlier_waits.extend(waits[: max(0, len(sets) - cap)])
         self.sets = np.asarray(later_sets, dtype=np.int64)
         self.waits = np.asarray(earlier_waits, dtype=np.int64)
 
@@ -139,13 +148,17 @@ def _replay(job: tuple, r: int) -> list[tuple[tuple, Finding]]:
         )
         out.append((("stuck", st.released), f))
     if ix.timed:
-        det, df = timed_pass(ix, rep)
+        det, df, sw = timed_pass(ix, rep)
         for pair, f in zip(det.races, race_findings(ix, det, rep, check="jitter"), strict=True):
             out.append(
                 (("race", pair), Finding(f.check, f.kind, f.message + note, f.ops, f.core, f.pipes, f.cycle))
             )
         for f in dataflow_findings(ix, df, rep, check="jitter", note=note):
             out.append((("read", ix.op_gid.get(f.ops[0], -1)), f))
+        for f in seen_write_findings(ix, sw, rep):
+            if f.kind == "wrong_write":
+                f = Finding("jitter", f.kind, f.message + note, f.ops, f.core, f.pipes, f.cycle)
+                out.append((("seen", f.ops[0]), f))
     if data is not None:
         inputs, nominal_gm = data
         gm, _ = numeric.run(ix, rep, inputs)
@@ -187,7 +200,7 @@ def start(
         findings are merged in replay order, so the result does not depend on it.
     """
     rng = np.random.default_rng(seed)
-    durations = [jitter_durations(ix, rng) for _ in range(count)]
+    durations = [jitter_durations(ix, rng, nominal) for _ in range(count)]
     fast = None
     if nominal is not None and data is None and StaticPairs.applies(ix, nominal, reuse_rule_kept):
         fast = StaticPairs(ix, nominal)

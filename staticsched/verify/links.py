@@ -1,5 +1,6 @@
-"""Shared links: at no cycle of the nominal replay may the transfers on a link move more than
-its bandwidth.
+"""Shared links: at no cycle of a timed program's replay may the transfers on a link move more
+than its bandwidth. In a flags program the hardware shares a link (:mod:`.fluid`): an overflow
+cannot happen, and only the rates are checked.
 
 Every transfer op (load, store, move, fixpipe) whose path a hardware link carries holds its
 rate on that link during its data phase ``[start + overhead, end)`` of the replay; the rate is
@@ -60,6 +61,9 @@ def link_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
         for name in links:
             holds[name].append((begin, end[gid], units, label))
     for lk in hw.links:
+        if not ix.timed:
+            # a flags program's transfers share the links as the hardware does: no overflow
+            continue
         over = overflows(lk.units, holds[lk.name])
         for cycle, level, who in over[:SHOWN]:
             out.append(Finding(

@@ -4,10 +4,13 @@ Each (core, pipe) stream issues in order; a micro-op holds its pipe for its
 duration; ``set`` fires when its pipe is free (everything before it finished)
 and is visible ``latency`` cycles later; the n-th ``wait`` of a flag key is
 satisfied by the n-th ``set`` of that key and releases the pipe at
-``max(pipe free, set visible)``. In timed mode every instruction also waits for
-its ``cycle``. Keeping the pairing n-th-to-n-th even after a double set makes the
-happens-before relation the same in every replay, which is what the race check
-relies on; the double set itself is recorded.
+``max(pipe free, set visible)``. That is a binary flag (intra-core) and a
+counting semaphore (cross-core) alike: a wait takes the oldest set not yet
+waited. In timed mode every instruction also waits for its ``cycle``. Keeping
+the pairing n-th-to-n-th even after a double set makes the happens-before
+relation the same in every replay, which is what the race check relies on; a
+set that finds its key at capacity (a binary flag still set, a counter full) is
+recorded as a double set.
 
 When every unfinished stream waits, the replay records a :class:`Stuck` state
 with its wait-for chain, force-releases one wait (matched to nothing) and goes
@@ -17,12 +20,13 @@ on, so that one deadlock does not hide every later problem.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
 from staticsched.model.hardware import Hardware, load_hardware
 from staticsched.model.program import ProgItem, Program, Stream
+from staticsched.verify.fluid import LinkShare, Shared
 from staticsched.verify.index import OP, SET, WAIT, Key, ProgramIndex, key_text
 
 #: stuck states recorded per replay before only counting them
@@ -65,8 +69,14 @@ class Replay:
         return max(self.end, default=0)
 
 
-def simulate(ix: ProgramIndex, dur: Sequence[int] | None = None) -> Replay:
+def simulate(
+    ix: ProgramIndex, dur: Sequence[int] | None = None, shared: Mapping[int, Shared] | None = None
+) -> Replay:
     """Replay ``ix`` with micro-op durations ``dur`` (per gid; default: the program's).
+
+    ``shared`` (:func:`.fluid.shared_transfers`) are the transfers that share links: each
+    ends when link sharing (:class:`.fluid.LinkShare`) has moved its bytes, not after its
+    duration (the nominal replay of a flags program; a jittered replay draws durations).
 
     Returns
     -------
@@ -74,6 +84,8 @@ def simulate(ix: ProgramIndex, dur: Sequence[int] | None = None) -> Replay:
         Deterministic for the same input: ties are broken by stream index.
     """
     dur = ix.dur if dur is None else dur
+    shared = shared or {}
+    links = LinkShare([lk.units for lk in ix.hw.links]) if shared else None
     rep = Replay(ix.n)
     nstreams = len(ix.streams)
     gids = ix.stream_gids
@@ -87,6 +99,8 @@ def simulate(ix: ProgramIndex, dur: Sequence[int] | None = None) -> Replay:
     cycle = ix.cycle
     role = ix.role
     key_of = ix.key_of
+    capacity = ix.capacity
+    stream_of = ix.stream_of
 
     def schedule(s: int) -> None:
         if pc[s] >= len(gids[s]):
@@ -113,21 +127,41 @@ def simulate(ix: ProgramIndex, dur: Sequence[int] | None = None) -> Replay:
     for s in range(nstreams):
         schedule(s)
     now = 0
+    never = 1 << 62
     while True:
-        while heap:
+        while heap or (links is not None and not links.idle()):
+            if links is not None:
+                finished = links.finish(heap[0][0] if heap else never)
+                if finished is not None:
+                    g, end = finished
+                    s = stream_of[g]
+                    rep.end[g] = free[s] = now = end
+                    schedule(s)
+                    continue
+                if not heap:
+                    break
             t, s = heapq.heappop(heap)
             g = gids[s][pc[s]]
             r = role[g]
             now = t
             if r == OP:
                 rep.start[g] = t
+                moving = shared.get(g)
+                if moving is not None:
+                    # the pipe is busy until link sharing has moved the bytes
+                    links.begin(g, t, moving)  # type: ignore[union-attr]
+                    rep.order.append(g)
+                    pc[s] += 1
+                    continue
                 rep.end[g] = free[s] = t + dur[g]
             elif r == SET:
                 k = key_of[g]
                 sets = fired.setdefault(k, [])
                 i = len(sets)
-                if done.get(k, 0) < i:
-                    rep.double_sets.append((g, sets[i - 1][0], t))
+                waited = done.get(k, 0)
+                if i - waited >= capacity(k):
+                    # a binary flag still set, or a counter at its capacity
+                    rep.double_sets.append((g, sets[waited][0], t))
                 sets.append((g, t + ix.latency[g]))
                 rep.start[g] = rep.end[g] = free[s] = t
                 for s2 in blocked.pop(k, ()):

@@ -29,7 +29,7 @@ from staticsched.progress import Progress, silent
 __all__ = ["Flag", "PlanStream", "SyncPlan", "SyncStats", "plan_sync", "plan_timed"]
 
 
-def plan_sync(schedule: Schedule, progress: Progress | None = None, links: bool = False) -> SyncPlan:
+def plan_sync(schedule: Schedule, progress: Progress | None = None) -> SyncPlan:
     """Plan the flags of ``schedule``: program order, kept flags with ids, credits, counts.
 
     Parameters
@@ -39,9 +39,9 @@ def plan_sync(schedule: Schedule, progress: Progress | None = None, links: bool 
         placements) goes forward in time: ``end(producer) <= start(consumer)``.
     progress : Progress, optional
         Shows how many ops have their flags placed.
-    links : bool
-        Also order the transfers on shared links (:func:`~staticsched.emit.sync.layout.
-        link_edges`), so that no re-timing by flags can overload a link.
+
+    No flag orders transfers on a shared link: the hardware shares the link among them
+    (:mod:`staticsched.model.fluid`), so contention only moves time.
 
     Returns
     -------
@@ -61,7 +61,7 @@ def plan_sync(schedule: Schedule, progress: Progress | None = None, links: bool 
         (a budget of 0; the solver's precheck reports dependencies that need one first).
     """
     lay = Layout.of(schedule)
-    deps = dependencies(schedule, lay, links=links)
+    deps = dependencies(schedule, lay)
     kept = eliminate(lay, deps)
     assigner = IdAssigner(schedule.hw.sync, lay, kept)
     try:

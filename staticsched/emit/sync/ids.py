@@ -145,11 +145,13 @@ class IdAssigner:
                     np.maximum(clock, self.clocks.set_clock[g], out=clock)
             return clock
 
-        return WaitAt(self.lay.pipe_of[self.drafts[f].wait_op], floor)
+        c = self.drafts[f].wait_op
+        order = (self.lay.pipe_of[c], self.lay.pos[c], self.in_flags[c].index(f))
+        return WaitAt(self.lay.pipe_of[c], floor, order)
 
     def passed(self, key: PoolKey, k: int, last: LastWait) -> None:
         """Record the latest WAIT on id ``k`` of ``key`` and wake set points parked on the pool."""
-        self.pools[key].slots[k] = last
+        self.pools[key].passed(k, last)
         trav = self.trav
         for x in self.pools.wake.pop(key, ()):
             if x in trav.parked:
@@ -243,7 +245,7 @@ class IdAssigner:
             for f in list(pending):
                 d = self.drafts[f]
                 key = self.key(d.kind, x, d.wait_op)
-                k = self.pools[key].eligible(clock, self.wait_at(f))
+                k = self.pools[key].eligible(clock, self.wait_at(f), q)
                 if k >= 0:
                     self.place(x, f, key, k, clock)
                     pending.remove(f)
@@ -287,7 +289,8 @@ class IdAssigner:
 
     def place(self, x: int, f: int, key: PoolKey, k: int, clock: np.ndarray) -> None:
         self.drafts[f].event = k
-        self.pools[key].slots[k] = Busy(f)
+        q = self.lay.pipe_of[x]
+        self.pools[key].place(k, Busy(f, q, int(clock[q]), self.wait_at(f).order))
         self.clocks.set_clock[f] = clock.copy()
         self.clocks.set_time[f] = self.clocks.now[self.lay.pipe_of[x]]
         self.text.out[x].append(("set", f))
@@ -306,7 +309,7 @@ class IdAssigner:
         """
         lay, clocks = self.lay, self.clocks
         q = lay.pipe_of[x]
-        for k, st in self.pools[key].credit_candidates(wait):
+        for k, st in self.pools[key].credit_candidates(clock, wait, q):
             src_clock = clocks.wait_clock[st.flag]
             src = self.drafts[st.flag]
             # the op the source WAIT is anchored to: before a consumer, or after a producer
@@ -314,7 +317,7 @@ class IdAssigner:
             kind = flag_kind(lay, src_op, x)
             rkey = self.key(kind, src_op, x)
             # the credit WAIT goes here, after x: the clock so far reaches it
-            m = self.pools[rkey].eligible(src_clock, WaitAt(q, lambda: clock))
+            m = self.pools[rkey].eligible(src_clock, WaitAt(q, lambda: clock), lay.pipe_of[src_op])
             if m < 0:
                 continue
             c = len(self.drafts)
@@ -327,7 +330,8 @@ class IdAssigner:
             clock[q] = clocks.step(q)
             clocks.wait_clock[c] = clock.copy()
             clocks.now[q] = max(clocks.now[q], st.time + self.latency(src_op, x))
-            self.passed(rkey, m, LastWait(q, clocks.mark[q], clocks.now[q], c))
+            sp = lay.pipe_of[src_op]
+            self.passed(rkey, m, LastWait(q, clocks.mark[q], clocks.now[q], c, sp, int(src_clock[sp])))
             return k
         return -1
 
@@ -346,7 +350,9 @@ class IdAssigner:
             # no plan can carry this flag: a fallback would not help either
             raise InfeasibleError(f"{what}: the hardware has no event ids for it (budget 0)")
         holders = []
-        for k, st in enumerate(self.pools[key].slots):
+        pool = self.pools[key]
+        for k in range(len(pool)):
+            st = pool.last(k)
             assert st is not None  # an unused id would have been eligible
             h = self.drafts[st.flag]
             state = "set, its WAIT not passed" if isinstance(st, Busy) else "its WAIT not ordered before"

@@ -7,7 +7,6 @@ import attrs
 
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.deps import address_edges
-from staticsched.model.links import flow_edges, op_transfer
 from staticsched.model.opgraph import Edge
 from staticsched.model.schedule import Schedule
 
@@ -68,43 +67,8 @@ class Layout:
         )
 
 
-def link_edges(schedule: Schedule) -> list[Edge]:
-    """The order a flags program must keep between transfers on shared links (reason
-    ``"link"``, item: the link's name): a resource flow of the timetable's link use with every
-    transfer holding its rate from issue, so that however flags delay ops, no link carries more
-    than its bandwidth. Transfers take from their own core's finished transfers first, so a
-    timetable whose cores stay within their shares needs no flag across cores for it.
-
-    Raises
-    ------
-    InfeasibleError
-        When the timetable, holding rates from issue, needs more than a link has (a timetable
-        solved for timed mode, where only the data phase holds, can be denser).
-    """
-    graph, hw = schedule.graph, schedule.hw
-    if not hw.links:
-        return []
-    index = {lk.name: k for k, lk in enumerate(hw.links)}
-    holds, groups = [], {}
-    for i, (op, t) in enumerate(zip(graph.ops, schedule.ops, strict=True)):
-        x = op_transfer(op, graph, hw)
-        if x is not None:
-            holds.append((i, t.start, t.end, t.rate or x.path_units, tuple(index[n] for n in x.links)))
-            groups[i] = t.core
-    try:
-        pairs = flow_edges([lk.units for lk in hw.links], holds, groups)
-    except ValueError as exc:
-        raise InfeasibleError(
-            f"the timetable overloads a shared link when transfers hold their rate from issue, "
-            f"as a flags program needs ({exc}); solve it for mode 'flags'"
-        ) from None
-    names = {i: hw.links[on[0]].name for i, _, _, _, on in holds}
-    return [Edge(graph.ops[a].id, graph.ops[b].id, "link", names[b]) for a, b in pairs]
-
-
-def dependencies(schedule: Schedule, lay: Layout, links: bool = False) -> list[tuple[int, int, Edge]]:
-    """Cross-pipe dependencies as (producer index, consumer index, edge), first reason wins;
-    with ``links``, the order of transfers on shared links too (:func:`link_edges`).
+def dependencies(schedule: Schedule, lay: Layout) -> list[tuple[int, int, Edge]]:
+    """Cross-pipe dependencies as (producer index, consumer index, edge), first reason wins.
 
     Raises
     ------
@@ -121,7 +85,7 @@ def dependencies(schedule: Schedule, lay: Layout, links: bool = False) -> list[t
     # share bytes, so only bounded spaces give address-reuse edges (as the solver assumes)
     bounded = {s.name for s in schedule.hw.spaces if s.bounded}
     placed = [p for p in schedule.items if p.space in bounded]
-    for e in (*graph.edges, *address_edges(graph, placed), *(link_edges(schedule) if links else ())):
+    for e in (*graph.edges, *address_edges(graph, placed)):
         p, c = idx[e.src], idx[e.dst]
         if p == c or (p, c) in seen:
             continue
