@@ -1,15 +1,19 @@
-"""Benchmark table for the README: per example, ops, makespan, lower bound, gap, list-schedule
-baseline, Cube and Vector utilisation, solve time and verify time.
+"""Benchmark table for the README: per shipped example, method and program mode, ops, the
+program's makespan (what runs) against the solver's plan, the lower bound and gap, the list
+baseline, whether the sync planner needed the baton plan, Cube and Vector utilisation, times and
+the verifier's verdict.
 
 Usage::
 
-    python benchmarks/run.py            # every example, the large ones included (~10 minutes)
-    python benchmarks/run.py --quick    # skip the large examples (the 4096^3 GEMM, attention, FFN)
-    python benchmarks/run.py --only attention.json
+    python benchmarks/run.py                      # every example, cpsat and list, flags and timed
+    python benchmarks/run.py --quick              # skip the large examples
+    python benchmarks/run.py --only attention.json --methods list --modes flags
 
-Times are wall-clock on this machine and noisy; compare ratios within one run. The seed
-article's memory-system arguments (fusion, L1 reuse, bandwidth, unequal work) have their own
-table: ``python benchmarks/memory.py``.
+A flags program leaves shared links to the hardware and may need credits: its replayed
+makespan can differ from the plan (``vs plan``). A timed program runs its plan exactly. Times
+are wall-clock on this machine and noisy; compare ratios within one run. The seed article's
+memory-system arguments (fusion, L1 reuse, bandwidth, unequal work) have their own table:
+``python benchmarks/memory.py``.
 """
 
 from __future__ import annotations
@@ -30,12 +34,16 @@ from staticsched.model.hardware import load_hardware  # noqa: E402
 from staticsched.solver import solve  # noqa: E402
 from staticsched.verify import verify  # noqa: E402
 
+#: every shipped example and the preset it is made for
 EXAMPLES = [
     ("double_buffer.json", "double-buffer-demo"),
     ("matmul_bias_gelu.json", "seed-davinci"),
     ("gemv_m1.json", "seed-davinci"),
     ("chain.json", "seed-davinci"),
+    ("awkward_gemm.json", "seed-davinci"),
     ("matmul_gelu.json", "seed-davinci"),
+    ("matmul_gelu_unfused.json", "seed-davinci"),
+    ("matmul_gelu_l1reuse.json", "seed-davinci"),
     ("attention.json", "seed-davinci"),
     ("attention_tail.json", "seed-davinci"),
     ("ffn_layernorm.json", "seed-davinci"),
@@ -43,11 +51,11 @@ EXAMPLES = [
     ("unequal_mm1000_hbm.json", "seed-davinci-hbm"),
 ]
 
-#: examples scheduled with the list scheduler alone (none at present)
-LIST_ONLY: set[str] = set()
-
 #: skipped by --quick (each takes a minute or more)
-LARGE = {"matmul_gelu.json", "attention.json", "attention_tail.json", "ffn_layernorm.json"}
+LARGE = {"matmul_gelu.json", "matmul_gelu_unfused.json", "matmul_gelu_l1reuse.json", "attention.json",
+         "attention_tail.json", "ffn_layernorm.json"}
+#: verified without numeric replay and jitter (minutes of NumPy at 10^5 ops)
+BIG = {"matmul_gelu.json", "matmul_gelu_unfused.json", "matmul_gelu_l1reuse.json"}
 
 
 def utilisation(schedule, unit: str | None) -> float | None:
@@ -62,30 +70,32 @@ def utilisation(schedule, unit: str | None) -> float | None:
     return sum(busy.values()) / len(busy) / schedule.makespan
 
 
-def run(example: str, hw_name: str, *, time_limit: float, workers: int) -> dict:
+def run(example: str, hw_name: str, method: str, mode: str, *, time_limit: float, workers: int,
+        baseline: int) -> dict:
     hw = load_hardware(hw_name)
     graph = as_opgraph(ROOT / "examples" / example, hw)
     t0 = time.perf_counter()
-    baseline = solve(graph, hw, method="list")
-    t_list = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    method = "list" if example in LIST_ONLY else "cpsat"
-    res = compile_graph(graph, hw, method=method, time_limit=time_limit, workers=workers)
+    res = compile_graph(graph, hw, method=method, mode=mode, time_limit=time_limit, workers=workers)
     t_solve = time.perf_counter() - t0
     t0 = time.perf_counter()
-    report = verify(res.program, hw, jitter=2, numeric=bool(res.program.source))
+    big = example in BIG
+    jitter = 0 if big or mode == "timed" else 2
+    report = verify(res.program, hw, jitter=jitter, numeric=bool(res.program.source) and not big)
     t_verify = time.perf_counter() - t0
     s = res.schedule
     err = report.stat.get("numeric_max_error")
     return {
-        "example": example, "hw": hw_name, "ops": len(graph.ops), "makespan": s.makespan,
-        "lower_bound": s.lower_bound, "gap": s.gap, "list": baseline.makespan,
-        "vs_list": s.makespan / baseline.makespan - 1.0, "status": s.status,
+        "example": example, "hw": hw_name, "method": method, "mode": mode, "ops": len(graph.ops),
+        "makespan": s.makespan, "planned": s.plan_makespan, "vs_plan": s.makespan / s.plan_makespan - 1.0,
+        "lower_bound": s.lower_bound, "gap": s.gap, "list": baseline,
+        "vs_list": s.makespan / baseline - 1.0, "status": s.status, "stop": s.stop_reason,
+        "baton": "yes" if res.plan.stats.fallback else "no", "credits": res.plan.stats.credits,
         "cube": utilisation(s, hw.cube.unit if hw.cube else None),
         "vector": utilisation(s, hw.vector.unit if hw.vector else None),
-        "t_list": t_list, "t_solve": t_solve, "t_verify": t_verify,
+        "t_solve": t_solve, "t_verify": t_verify,
         "verified": ("clean" if report.ok else f"FAILED ({len(report.findings)})")
-        + (f", max error {err:.2g}" if isinstance(err, float) and report.ok else ""),
+        + (f", max error {err:.2g}" if isinstance(err, float) and report.ok else "")
+        + (f", {jitter} jittered" if jitter else ""),
     }
 
 
@@ -93,26 +103,33 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="skip the large examples")
     ap.add_argument("--only", nargs="*", help="these examples only")
-    ap.add_argument("--time-limit", type=float, default=120.0)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--methods", nargs="*", default=["cpsat", "list"], choices=("cpsat", "list"))
+    ap.add_argument("--modes", nargs="*", default=["flags", "timed"], choices=("flags", "timed"))
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
-    rows = [
-        run(ex, hw, time_limit=args.time_limit, workers=args.workers)
-        for ex, hw in EXAMPLES
-        if not (args.quick and ex in LARGE) and (not args.only or ex in args.only)
-    ]
-    head = ("| example | hw | ops | makespan | lower bound | gap | list baseline | vs list | "
-            "status | Cube | Vector | list time | solve time | verify time | verify |")
+    head = ("| example | hw | method | mode | ops | makespan | planned | vs plan | lower bound | gap | "
+            "list baseline | vs list | status | stop | baton | credits | Cube | Vector | solve time | "
+            "verify time | verify |")
     print(head)
-    print("|" + "---|" * (head.count("|") - 1))
-    for r in rows:
-        print(
-            f"| {r['example']} | {r['hw']} | {r['ops']} | {r['makespan']} | {r['lower_bound']} | "
-            f"{r['gap']:.2%} | {r['list']} | {r['vs_list']:+.2%} | {r['status']} | "
-            f"{_pct(r['cube'])} | {_pct(r['vector'])} | "
-            f"{r['t_list']:.1f} s | {r['t_solve']:.1f} s | {r['t_verify']:.1f} s | {r['verified']} |",
-            flush=True,
-        )
+    print("|" + "---|" * (head.count("|") - 1), flush=True)
+    for ex, hw in EXAMPLES:
+        if (args.quick and ex in LARGE) or (args.only and ex not in args.only):
+            continue
+        graph = as_opgraph(ROOT / "examples" / ex, load_hardware(hw))
+        baseline = solve(graph, load_hardware(hw), method="list").makespan
+        for method in args.methods:
+            for mode in args.modes:
+                r = run(ex, hw, method, mode, time_limit=args.time_limit, workers=args.workers,
+                        baseline=baseline)
+                print(
+                    f"| {r['example']} | {r['hw']} | {r['method']} | {r['mode']} | {r['ops']} | "
+                    f"{r['makespan']} | {r['planned']} | {r['vs_plan']:+.2%} | {r['lower_bound']} | "
+                    f"{r['gap']:.2%} | {r['list']} | {r['vs_list']:+.2%} | {r['status']} | {r['stop']} | "
+                    f"{r['baton']} | {r['credits']} | {_pct(r['cube'])} | {_pct(r['vector'])} | "
+                    f"{r['t_solve']:.1f} s | {r['t_verify']:.1f} s | {r['verified']} |",
+                    flush=True,
+                )
 
 
 def _pct(x: float | None) -> str:

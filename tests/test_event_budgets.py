@@ -7,9 +7,11 @@ flag is an error, and then the solver's precheck explains it.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import attrs
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from staticsched import compile_graph, load_hardware, verify
@@ -67,25 +69,36 @@ def _graphs(draw):
     return taskgraph_from_dict(data)
 
 
-@settings(max_examples=examples(12), deadline=None)
-@given(
-    tg=_graphs(),
-    cores=st.integers(1, 4),
-    event_ids=st.integers(1, 4),
-    cross_ids=st.integers(1, 4),
-    mode=st.sampled_from(["flags", "timed"]),
-)
-def test_tiny_budgets_always_give_a_clean_program(tg, cores, event_ids, cross_ids, mode):
-    hw = _hw(cores, event_ids, cross_ids)
-    res = compile_graph(tg, hw, time_limit=2, mode=mode)
-    event(f"baton plan: {bool(res.plan.stats.fallback)}")
-    event(f"solver dropped the id budgets: {bool(dict(res.schedule.stats)['event_budgets_relaxed'])}")
-    report = verify(res.program, hw, jitter=2 if mode == "flags" else 0, numeric=True)
-    assert report.ok, report.text(limit=3)
-    sched = res.schedule
-    assert sched.verify() == ()
-    # the bound is the user's problem's, never a restricted one's
-    assert sched.lower_bound <= sched.makespan
+def test_tiny_budgets_always_give_a_clean_program(record_stat):
+    counts: Counter = Counter()
+
+    @settings(max_examples=examples(12), deadline=None)
+    @given(
+        tg=_graphs(),
+        cores=st.integers(1, 4),
+        event_ids=st.integers(1, 4),
+        cross_ids=st.integers(1, 4),
+        mode=st.sampled_from(["flags", "timed"]),
+    )
+    def prop(tg, cores, event_ids, cross_ids, mode):
+        hw = _hw(cores, event_ids, cross_ids)
+        res = compile_graph(tg, hw, time_limit=2, mode=mode)
+        counts["programs"] += 1
+        counts["flags"] += mode == "flags"
+        counts["baton"] += bool(res.plan.stats.fallback)
+        counts["relaxed"] += bool(dict(res.schedule.stats)["event_budgets_relaxed"])
+        report = verify(res.program, hw, jitter=2 if mode == "flags" else 0, numeric=True)
+        assert report.ok, report.text(limit=3)
+        sched = res.schedule
+        assert sched.verify() == ()
+        # the bound is the user's problem's, never a restricted one's
+        assert sched.lower_bound <= sched.makespan
+
+    prop()
+    # the baton plan is the fallback of tiny budgets: how often it fired
+    record_stat(f"tiny id budgets: {counts['programs']} programs ({counts['flags']} flags), "
+                f"{counts['baton']} with the baton plan, {counts['relaxed']} with the solver's id "
+                "budgets dropped")
 
 
 def test_mlp_on_four_cores_schedules_in_both_modes():

@@ -33,11 +33,12 @@ def colour_slots(prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -
     """
     out = list(offsets)
     by_space: dict[int, list[tuple[int, int, int]]] = {}
+    begins, ends = prob.holds(starts)
+    begins, ends = begins.tolist(), ends.tolist()
     for k, it in enumerate(prob.items):
         sp = prob.spaces[it.space]
         if sp.binding and sp.slot:
-            begin, end = prob.hold(k, starts)
-            by_space.setdefault(it.space, []).append((begin, end, k))
+            by_space.setdefault(it.space, []).append((begins[k], ends[k], k))
     for s in sorted(by_space):
         sp = prob.spaces[s]
         n_slots = sp.limit // sp.slot

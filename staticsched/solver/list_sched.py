@@ -338,6 +338,9 @@ class _Flags:
         self.state = [0] * len(prob.tokens)
         self.open_count = [0] * len(prob.budgets)
         self.closed_ends: list[list[int]] = [[] for _ in prob.budgets]
+        # only binding pools constrain anything; their closed lifetimes' ends, soonest first
+        self.binding = [b.binding for b in prob.budgets]
+        self.ends: list[tuple[int, int]] = []  # (end, budget) heap
 
     def full(self, i: int, end: int, start: list[int]) -> int:
         """-1 if op ``i`` may open its lifetimes, which begin at ``end``; else the full pool."""
@@ -366,15 +369,20 @@ class _Flags:
                 tok = self.prob.tokens[k]
                 self.state[k] = _CLOSED
                 self.open_count[tok.budget] -= 1
-                self.closed_ends[tok.budget].append(tok.end(t))
+                if self.binding[tok.budget]:
+                    e = tok.end(t)
+                    self.closed_ends[tok.budget].append(e)
+                    heapq.heappush(self.ends, (e, tok.budget))
 
     def prune(self, t: int) -> None:
-        for b, ends in enumerate(self.closed_ends):
-            if ends:
-                self.closed_ends[b] = [e for e in ends if e > t]
+        dirty = set()
+        while self.ends and self.ends[0][0] <= t:
+            dirty.add(heapq.heappop(self.ends)[1])
+        for b in dirty:
+            self.closed_ends[b] = [e for e in self.closed_ends[b] if e > t]
 
     def next_change(self) -> int | None:
-        return min((min(ends) for ends in self.closed_ends if ends), default=None)
+        return self.ends[0][0] if self.ends else None
 
     def holders(self, b: int) -> tuple[int, ...]:
         """Producers whose lifetimes in pool ``b`` are open."""

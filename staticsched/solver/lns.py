@@ -28,9 +28,11 @@ the wall clock stops the search first (or wall-clock mode is on).
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 from collections.abc import Callable, Sequence
 
 import attrs
+import numpy as np
 
 from staticsched.solver.addresses import colour_slots
 from staticsched.solver.budget import (
@@ -308,16 +310,31 @@ def _may_move(
 
 def _items_in_span(prob: Problem, tt: Timetable, inside: set[int], t0: int, t1: int) -> list[int]:
     """Binding items accessed by the window or held during its span."""
-    s = tt.starts
-    out = []
+    begin, end = prob.holds(tt.starts)
+    binding = np.fromiter((prob.spaces[it.space].binding for it in prob.items), bool, len(prob.items))
+    held = binding & (begin < t1 + prob.reuse_gap) & (end > t0)
+    out = set(np.flatnonzero(held).tolist())
+    # an item the window accesses is in the model wherever its hold lies
+    for k in _items_of(prob, inside):
+        if binding[k]:
+            out.add(k)
+    return sorted(out)
+
+
+def _items_of(prob: Problem, ops: set[int]) -> set[int]:
+    """Items some op of ``ops`` first writes or accesses last."""
+    by_op = _item_ops(prob)
+    return {k for i in ops for k in by_op.get(i, ())}
+
+
+@functools.lru_cache(maxsize=8)
+def _item_ops(prob: Problem) -> dict[int, tuple[int, ...]]:
+    """Per op, the items it first writes or accesses last (once per problem)."""
+    out: dict[int, list[int]] = {}
     for k, it in enumerate(prob.items):
-        if not prob.spaces[it.space].binding:
-            continue
-        begin, end = prob.hold(k, s)
-        held = begin < t1 + prob.reuse_gap and end > t0
-        if held or it.first in inside or any(a in inside for a in it.tails):
-            out.append(k)
-    return out
+        for a in {it.first, *it.tails}:
+            out.setdefault(a, []).append(k)
+    return {i: tuple(ks) for i, ks in out.items()}
 
 
 def _tokens_in_span(prob: Problem, s: Sequence[int], inside: set[int], t0: int, t1: int) -> list[int]:

@@ -12,9 +12,11 @@ sharing no cross-core edge), :mod:`.tokens` finds the flag tokens and event-id p
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import attrs
+import numpy as np
 
 from staticsched.model.hardware import SyncModel
 from staticsched.model.pools import PoolKey
@@ -163,6 +165,25 @@ class Problem:
         :attr:`reuse_gap` (CP-SAT's ``Variables.hold`` intervals model the same)."""
         begin, end = self.live_range(k, starts)
         return begin, end + self.reuse_gap
+
+    def holds(self, starts: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`hold` of every item at once (begin and end arrays): the LNS asks for them
+        once per window, over ~10^4 items."""
+        first, tails, at = _hold_index(self)
+        s = np.asarray(starts, dtype=np.int64)
+        if not len(first):
+            return first, first
+        ends = s + np.asarray(self.dur, dtype=np.int64)
+        return s[first], np.maximum.reduceat(ends[tails], at) + self.reuse_gap
+
+
+@functools.lru_cache(maxsize=8)
+def _hold_index(prob: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Items' first accesses, all tail accesses in item order, and where each item's begin."""
+    first = np.fromiter((it.first for it in prob.items), np.int64, len(prob.items))
+    tails = np.fromiter((a for it in prob.items for a in it.tails), np.int64)
+    at = np.cumsum([0, *(len(it.tails) for it in prob.items[:-1])], dtype=np.int64)
+    return first, tails, at
 
 
 @attrs.frozen
