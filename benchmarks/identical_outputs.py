@@ -9,7 +9,7 @@ Usage, from the repository root::
 ``compare`` schedules the same examples with the same options, renders every output file and
 reports each file whose bytes differ (exit 1) or that is missing; exit 0 when all are
 identical. Every shipped example is scheduled, in both modes. The large ones (the 4096^3 GEMM,
-the attention and FFN examples, the HBM chain) use the list scheduler (minutes otherwise); the
+the attention and FFN examples, the HBM chain, the L1-reuse and unfused GEMMs) use the list scheduler (minutes otherwise); the
 others run CP-SAT. Every search must end at its deterministic budget, never at the wall-clock
 safety net (which a loaded machine trips, and then the result depends on the load): the script
 switches the net off (:func:`no_wall_net`). No output file holds a wall-clock time, so every
@@ -44,11 +44,15 @@ CASES = [
     ("attention_tail.json", "seed-davinci", "list", 5.0),
     ("ffn_layernorm.json", "seed-davinci", "list", 5.0),
     ("elementwise_chain_hbm.json", "seed-davinci-hbm", "list", 5.0),
+    ("awkward_gemm.json", "seed-davinci", "cpsat", 10.0),
+    ("unequal_mm1000_hbm.json", "seed-davinci-hbm", "cpsat", 10.0),
+    ("matmul_gelu_l1reuse.json", "seed-davinci", "list", 5.0),
+    ("matmul_gelu_unfused.json", "seed-davinci", "list", 5.0),
 ]
 
 #: skipped by --quick
 LARGE = {"matmul_gelu.json", "attention.json", "attention_tail.json", "ffn_layernorm.json",
-         "elementwise_chain_hbm.json"}
+         "elementwise_chain_hbm.json", "matmul_gelu_l1reuse.json", "matmul_gelu_unfused.json"}
 
 
 def no_wall_net() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import cast
 
 import attrs
 
@@ -198,8 +199,9 @@ def _fluid_replay(schedule: Schedule, plan: SyncPlan, fluid: dict[str, FluidTran
         done = links.completion(heap[0][0] if heap else never)
         if done is not None:
             key, end = done
-            ends[key] = end
-            heapq.heappush(heap, (end, owner[key]))
+            ref = cast(str, key)  # the transfers were added under op ids
+            ends[ref] = end
+            heapq.heappush(heap, (end, owner[ref]))
             continue
         if not heap:
             break
