@@ -154,11 +154,11 @@ def schedule(graph: Any, hw: Hardware | str | Path, **options: Any) -> Schedule:
     time_limit : float
         Seconds granted to the search (CP-SAT and the windowed LNS, building their models
         included); lowering, list scheduling, sync planning and building the program come on
-        top. A run that does not prove optimality searches for most of it and never longer.
-        By default the search is bounded by deterministic work calibrated to fill about 80%
-        of ``time_limit`` on the reference machine, so results are reproducible; if the
-        machine is slower or busy and the wall clock reaches ``time_limit`` first, the search
-        stops there and ``stop_reason`` says ``not reproducible``.
+        top. By default the search is bounded by deterministic work calibrated to fill about
+        80% of ``time_limit`` on the reference machine, so results are reproducible on any
+        machine. Only if the wall clock reaches 3 x ``time_limit`` + 30 s first (a machine far
+        slower or busier than the reference) does a safety net stop the search; then
+        ``stop_reason`` says ``not reproducible`` and the summary has an error line.
     seed : int
         Random seed of the search; same inputs, seed and workers give identical results
         (unless ``wall_clock``).

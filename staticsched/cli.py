@@ -26,7 +26,8 @@ _TIME_LIMIT_HELP = (
     "seconds granted to the search (default 60): it bounds the CP-SAT search (whole models and "
     "LNS windows), not lowering, list scheduling, sync planning, writing or verification. "
     "Unless proven optimal earlier, the search runs for most of it, bounded by deterministic "
-    "work calibrated per model family so that reruns give identical files, and never longer"
+    "work calibrated per model family so that reruns give identical files; on a machine far "
+    "slower or busier than the calibration a wall-clock safety net stops it at 3 x S + 30 s"
 )
 _METHOD_HELP = (
     "cpsat (default): the list schedule improved by CP-SAT (whole model, or windows on large "
