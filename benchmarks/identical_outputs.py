@@ -8,12 +8,12 @@ Usage, from the repository root::
 
 ``compare`` schedules the same examples with the same options, renders every output file and
 reports each file whose bytes differ (exit 1) or that is missing; exit 0 when all are
-identical. Every shipped example is scheduled, in both modes. The large ones (the 4096^3 GEMM,
-the attention and FFN examples, the HBM chain, the L1-reuse and unfused GEMMs) use the list scheduler (minutes otherwise); the
-others run CP-SAT. Every search must end at its deterministic budget, never at the wall-clock
-safety net (which a loaded machine trips, and then the result depends on the load): the script
-switches the net off (:func:`no_wall_net`). No output file holds a wall-clock time, so every
-file is compared. ``--only`` restricts the run to some examples.
+identical. Every shipped example is scheduled, in both modes. The large ones (the 4096^3
+GEMMs, the attention and FFN examples, the HBM chain) use the list scheduler (minutes
+otherwise); the others run CP-SAT. Every search must end at its deterministic budget, never at
+the wall-clock safety net (which a loaded machine trips, and then the result depends on the
+load): the script switches the net off (:func:`no_wall_net`). No output file holds a
+wall-clock time, so every file is compared. ``--only`` restricts the run to some examples.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ import attrs
 import networkx as nx
 import numpy as np
 
-from staticsched.model.hardware import Hardware, load_hardware
+from staticsched.model.hardware import Hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opkinds import KINDS, item_shape
 from staticsched.model.program import Instr, Program, Stream
 from staticsched.verify import retime

@@ -12,9 +12,10 @@ import os
 
 from hypothesis import strategies as st
 
-from staticsched.model.hardware import Hardware, Space, SyncModel, Unit, load_hardware
+from staticsched.frontend.taskgraph import TaskGraph, taskgraph_from_dict
+from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import Item, Op, OpGraph
-from staticsched.model.taskgraph import TaskGraph, taskgraph_from_dict
 from staticsched.tasks import KINDS
 
 UNIT_POOL = ("MTE2", "MTE1", "CUBE", "VECTOR", "MTE3")

@@ -8,11 +8,11 @@ import json
 import numpy as np
 
 from staticsched.cli import main
-from staticsched.model.hardware import load_hardware
-from staticsched.model.lowering import estimate_ops, lower, plan_tasks
+from staticsched.frontend.lowering import estimate_ops, lower, plan_tasks
+from staticsched.frontend.reference import make_inputs, reference
+from staticsched.frontend.taskgraph import taskgraph_from_dict
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opkinds import KINDS as OPKINDS
-from staticsched.model.reference import make_inputs, reference
-from staticsched.model.taskgraph import taskgraph_from_dict
 
 SEED = load_hardware("seed-davinci")
 

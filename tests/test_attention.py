@@ -13,8 +13,8 @@ from taskcases import SEED, cli_error_lines, graph, max_error
 
 from staticsched.api import compile_graph
 from staticsched.errors import GraphError, TilingError
-from staticsched.model.lowering import estimate_ops, lower, plan_tasks
-from staticsched.model.taskgraph import dumps_taskgraph, taskgraph_from_dict, taskgraph_to_dict
+from staticsched.frontend.lowering import estimate_ops, lower, plan_tasks
+from staticsched.frontend.taskgraph import dumps_taskgraph, taskgraph_from_dict, taskgraph_to_dict
 from staticsched.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]

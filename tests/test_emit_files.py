@@ -332,7 +332,7 @@ def test_summary_of_many_cores_is_compact():
 @pytest.mark.slow
 def test_170k_ops_are_written_in_seconds(tmp_path):
     from staticsched.api import as_opgraph
-    from staticsched.model.hardware import load_hardware
+    from staticsched.model.hardware_toml import load_hardware
     from staticsched.solver import solve
 
     hw = load_hardware("seed-davinci")

@@ -20,7 +20,7 @@ from staticsched.emit.sync.baton import plan_baton
 from staticsched.emit.sync.eliminate import eliminate
 from staticsched.emit.sync.layout import Layout, dependencies
 from staticsched.errors import InfeasibleError
-from staticsched.model.taskgraph import taskgraph_from_dict
+from staticsched.frontend.taskgraph import taskgraph_from_dict
 from staticsched.solver import solve
 from tests.strategies import examples
 

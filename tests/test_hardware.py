@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from staticsched.errors import HardwareError, StaticschedError
-from staticsched.model.hardware import hardware_from_dict, list_presets, load_hardware
+from staticsched.model.hardware_toml import hardware_from_dict, list_presets, load_hardware
 
 
 def _preset_dict(name: str = "double-buffer-demo") -> dict:

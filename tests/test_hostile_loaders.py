@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from staticsched.errors import StaticschedError
-from staticsched.model.hardware import hardware_from_dict
+from staticsched.model.hardware_toml import hardware_from_dict
 from staticsched.model.opgraph import opgraph_from_dict
 
 _scalars = st.one_of(

@@ -9,9 +9,9 @@ import pytest
 
 from staticsched.api import compile_graph
 from staticsched.errors import TilingError
-from staticsched.model.hardware import load_hardware
-from staticsched.model.lowering import estimate_ops, lower, plan_tasks, tiling_info
-from staticsched.model.taskgraph import taskgraph_from_dict, taskgraph_to_dict
+from staticsched.frontend.lowering import estimate_ops, lower, plan_tasks, tiling_info
+from staticsched.frontend.taskgraph import taskgraph_from_dict, taskgraph_to_dict
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.traffic import gm_traffic
 from staticsched.verify import verify
 

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from staticsched.api import compile_graph
 from staticsched.emit import dumps_program_text, parse_program_text
 from staticsched.explore.overrides import override_hardware
-from staticsched.model.hardware import hardware_document, load_hardware
+from staticsched.frontend.taskgraph import taskgraph_from_dict
+from staticsched.model.hardware_toml import hardware_document, load_hardware
 from staticsched.model.program import Program
-from staticsched.model.taskgraph import taskgraph_from_dict
 from staticsched.verify import verify
 from tests.oracles import fluid_segments
 from tests.strategies import examples, taskgraphs

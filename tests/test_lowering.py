@@ -15,17 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from staticsched.errors import GraphError
-from staticsched.model.hardware import load_hardware
-from staticsched.model.lowering import estimate_ops, lower, plan_tasks
-from staticsched.model.opgraph import OpGraph, dumps_opgraph, opgraph_from_dict, opgraph_to_dict
-from staticsched.model.opkinds import KINDS
-from staticsched.model.reference import make_inputs, reference
-from staticsched.model.taskgraph import (
+from staticsched.frontend.lowering import estimate_ops, lower, plan_tasks
+from staticsched.frontend.reference import make_inputs, reference
+from staticsched.frontend.taskgraph import (
     TaskGraph,
     dumps_taskgraph,
     load_taskgraph,
     taskgraph_from_dict,
 )
+from staticsched.model.hardware_toml import load_hardware
+from staticsched.model.opgraph import OpGraph, dumps_opgraph, opgraph_from_dict, opgraph_to_dict
+from staticsched.model.opkinds import KINDS
 from staticsched.tasks.matmul import MatmulPlan, Tiling
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

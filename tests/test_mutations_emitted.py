@@ -20,9 +20,9 @@ from mutations import (
 
 from staticsched.api import compile_graph
 from staticsched.emit import dumps_program_text, parse_program_text
-from staticsched.model.hardware import load_hardware
-from staticsched.model.lowering import lower
-from staticsched.model.taskgraph import load_taskgraph, taskgraph_from_dict
+from staticsched.frontend.lowering import lower
+from staticsched.frontend.taskgraph import load_taskgraph, taskgraph_from_dict
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.verify import verify
 
 EXAMPLES = {

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from staticsched.errors import GraphError, InputError
-from staticsched.model.hardware import load_hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import (
     dumps_opgraph,
     load_opgraph,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from staticsched.errors import GraphError
-from staticsched.model.hardware import load_hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import Item, Op, OpGraph, Tensor
 from staticsched.model.opkinds import KINDS, extent_problems, item_shape
 

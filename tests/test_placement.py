@@ -12,9 +12,9 @@ import pytest
 from staticsched.api import compile_graph
 from staticsched.cli import main
 from staticsched.errors import GraphError
-from staticsched.model.hardware import hardware_document, hardware_from_dict, load_hardware
-from staticsched.model.lowering import lower
-from staticsched.model.taskgraph import dumps_taskgraph, taskgraph_from_dict, taskgraph_to_dict
+from staticsched.frontend.lowering import lower
+from staticsched.frontend.taskgraph import dumps_taskgraph, taskgraph_from_dict, taskgraph_to_dict
+from staticsched.model.hardware_toml import hardware_document, hardware_from_dict, load_hardware
 from staticsched.model.traffic import gm_traffic
 from staticsched.verify import verify
 

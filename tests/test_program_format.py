@@ -25,7 +25,7 @@ from staticsched.emit import (
     program_to_dict,
 )
 from staticsched.errors import ProgramError
-from staticsched.model.hardware import load_hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import Tensor
 from staticsched.model.opkinds import KINDS
 from staticsched.model.program import Instr, ProgItem, Program, Stream

@@ -186,7 +186,7 @@ def test_dataflow_and_cost_mutations_are_reported_on_taskgraph_programs(tg, mode
 def test_shrunk_capacity_is_reported(example):
     hw = "double-buffer-demo" if example == "double_buffer.json" else "seed-davinci"
     res = _compile(f"examples/{example}", hw, "list")
-    from staticsched.model.hardware import load_hardware
+    from staticsched.model.hardware_toml import load_hardware
 
     small = shrink_capacity(load_hardware(hw), res.program)
     report = verify(res.program, small)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from staticsched.errors import InputError
-from staticsched.model.reference import make_inputs, reference
-from staticsched.model.taskgraph import load_taskgraph, taskgraph_from_dict
+from staticsched.frontend.reference import make_inputs, reference
+from staticsched.frontend.taskgraph import load_taskgraph, taskgraph_from_dict
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 F16, F32 = np.float16, np.float32

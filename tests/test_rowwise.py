@@ -11,8 +11,8 @@ import pytest
 from taskcases import SEED, cli_error_lines, graph, max_error, with_task
 
 from staticsched.errors import GraphError
-from staticsched.model.lowering import estimate_ops, lower, plan_tasks, tiling_info
-from staticsched.model.taskgraph import taskgraph_from_dict, taskgraph_to_dict
+from staticsched.frontend.lowering import estimate_ops, lower, plan_tasks, tiling_info
+from staticsched.frontend.taskgraph import taskgraph_from_dict, taskgraph_to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from staticsched.model.hardware import Hardware, Space, SyncModel, Unit, load_hardware
+from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import Item, Op, OpGraph, load_opgraph
 from staticsched.model.schedule import OpTime, Placement, Schedule, SyncEvent
 from staticsched.solver import solve

@@ -9,7 +9,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from staticsched.model.hardware import load_hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import load_opgraph
 from staticsched.solver import solve
 

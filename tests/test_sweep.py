@@ -17,7 +17,7 @@ from staticsched.cli import main
 from staticsched.errors import InputError
 from staticsched.explore import load_sweep, run_sweep
 from staticsched.explore.overrides import override_hardware
-from staticsched.model.hardware import hardware_document
+from staticsched.model.hardware_toml import hardware_document
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from staticsched.emit import finalize, plan_sync, plan_timed
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.deps import address_edges
-from staticsched.model.hardware import Hardware, Space, SyncModel, Unit, load_hardware
+from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import Item, Op, OpGraph, load_opgraph
 from staticsched.model.program import Program
 from staticsched.model.schedule import OpTime, Placement, Schedule

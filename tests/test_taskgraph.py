@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from staticsched.errors import GraphError, InputError, TilingError
-from staticsched.model.opgraph import OpGraph
-from staticsched.model.taskgraph import (
+from staticsched.frontend.taskgraph import (
     TaskGraph,
     dumps_taskgraph,
     load_graph,
@@ -18,6 +17,7 @@ from staticsched.model.taskgraph import (
     taskgraph_from_dict,
     taskgraph_to_dict,
 )
+from staticsched.model.opgraph import OpGraph
 from staticsched.tasks.elementwise import ElementwiseTask
 from staticsched.tasks.matmul import MatmulTask, Tiling
 

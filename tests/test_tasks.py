@@ -9,11 +9,11 @@ import pytest
 from taskcases import SEED, cli_error_lines, graph, max_error
 
 from staticsched.errors import GraphError, HardwareError, TilingError
-from staticsched.model.hardware import hardware_document, hardware_from_dict
-from staticsched.model.lowering import lower, plan_tasks, tiling_info
+from staticsched.frontend.lowering import lower, plan_tasks, tiling_info
+from staticsched.frontend.taskgraph import taskgraph_from_dict, taskgraph_to_dict
+from staticsched.model.hardware_toml import hardware_document, hardware_from_dict
 from staticsched.model.opkinds import KINDS as OPKINDS
 from staticsched.model.opkinds import item_shape
-from staticsched.model.taskgraph import taskgraph_from_dict, taskgraph_to_dict
 from staticsched.model.vecops import VECOPS, extent
 from staticsched.tasks import _MODULES, KINDS
 

@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from staticsched.errors import TilingError
-from staticsched.model.hardware import Hardware, load_hardware
-from staticsched.model.lowering import lower
-from staticsched.model.taskgraph import load_taskgraph
+from staticsched.frontend.lowering import lower
+from staticsched.frontend.taskgraph import load_taskgraph
+from staticsched.model.hardware import Hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.tasks.elementwise import ElementwiseTask, RowTiling, derive_row_tiling
 from staticsched.tasks.matmul import (
     EpilogueStep,

@@ -17,13 +17,13 @@ import staticsched
 from staticsched.cli import main
 from staticsched.errors import InputError
 from staticsched.explore.bounds import bound_of, memory_bound, solver_bound
-from staticsched.explore.space import candidates, count_candidates, legal
 from staticsched.explore.tune_report import TUNE_FILES
 from staticsched.explore.workbound import MatmulBounds
-from staticsched.model.hardware import load_hardware
-from staticsched.model.lowering import lower
-from staticsched.model.taskgraph import taskgraph_from_dict
+from staticsched.frontend.lowering import lower
+from staticsched.frontend.taskgraph import taskgraph_from_dict
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.tasks.matmul import Tiling
+from staticsched.tasks.space import candidates, count_candidates, legal
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
@@ -224,7 +224,7 @@ def test_tune_beats_the_hand_tiling_of_the_awkward_gemm():
 
 
 def test_l1_reuse_steps_are_enumerated_when_asked():
-    from staticsched.explore.space import tiling_label
+    from staticsched.tasks.space import tiling_label
 
     tg = taskgraph_from_dict(SMALL)
     task = tg.tasks[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from benchmarks.samples import pingpong_program
-from staticsched.model.hardware import load_hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.program import Instr, ProgItem, Program, Stream
 from staticsched.verify import retime, verify
 

@@ -9,7 +9,7 @@ import pytest
 from mutations import PROGRAM_MUTATIONS, corrupt_load_region, shrink_capacity
 
 from benchmarks.samples import matmul_program, pingpong_program
-from staticsched.model.hardware import load_hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import Tensor
 from staticsched.model.program import Instr, ProgItem, Program, Stream
 from staticsched.verify import retime, verify

@@ -10,9 +10,9 @@ import numpy as np
 from mutations import corrupt_load_region
 
 from benchmarks.samples import matmul_program, pingpong_program
+from staticsched.frontend.reference import make_inputs, reference
+from staticsched.frontend.taskgraph import taskgraph_from_dict
 from staticsched.model.program import Instr, Stream
-from staticsched.model.reference import make_inputs, reference
-from staticsched.model.taskgraph import taskgraph_from_dict
 from staticsched.verify import retime, verify
 
 HW = "seed-davinci"

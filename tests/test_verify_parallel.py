@@ -6,7 +6,7 @@ import attrs
 from mutations import reuse_id_early
 
 from benchmarks.samples import matmul_program
-from staticsched.model.hardware import load_hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.verify.index import ProgramIndex
 from staticsched.verify.jitter import collect, start
 from staticsched.verify.replay import simulate

@@ -17,7 +17,7 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from staticsched.model.hardware import load_hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.program import Instr, ProgItem, Program, Stream
 from staticsched.verify import retime, verify
 

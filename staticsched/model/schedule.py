@@ -9,6 +9,7 @@ import attrs
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.placement import STATUSES, OpTime, Placement, SyncEvent
+from staticsched.model.schedule_check import verify_schedule
 
 __all__ = ["STATUSES", "OpTime", "Placement", "Schedule", "SyncEvent"]
 
@@ -81,6 +82,4 @@ class Schedule:
             One line per violation naming the ops/items and the numbers; empty when valid.
             See :mod:`staticsched.model.schedule_check` for the list of checks.
         """
-        from staticsched.model.schedule_check import verify_schedule
-
         return verify_schedule(self)

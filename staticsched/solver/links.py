@@ -9,56 +9,23 @@ their data phase ``[start + overhead, end)``, each at its chosen rate. The piece
   link usage as precedence edges;
 * :func:`link_bound` -- a lower bound on the makespan from each link: a one-machine
   relaxation with heads and tails, solved exactly by Jackson's preemptive schedule.
+
+The values a :class:`~staticsched.solver.problem.Problem` holds (:class:`LinkSpec`,
+:class:`Xfer`) are in :mod:`staticsched.solver.link_values`, below the problem.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import attrs
 
 from staticsched.model.hardware import RATE_DENOM, Hardware
-from staticsched.model.links import Transfer, flow_edges, op_transfer, transfer_cycles
+from staticsched.model.links import Transfer, flow_edges, op_transfer
 from staticsched.model.opgraph import OpGraph
-
-if TYPE_CHECKING:
-    from staticsched.solver.problem import Problem
-
-
-@attrs.frozen
-class LinkSpec:
-    """A link of a problem: its name and the units the problem's transfers may hold at once
-    (the whole bandwidth, or one core's share in an equal static split)."""
-
-    name: str
-    units: int
-
-
-@attrs.frozen
-class Xfer:
-    """A transfer op of a problem: ``op`` moves ``bytes`` after ``overhead`` cycles, at most
-    ``path_units``, on the problem's links ``links`` (indices); ``rate`` is its fixed rate, or
-    0 while the list scheduler may still choose one."""
-
-    op: int
-    bytes: int
-    overhead: int
-    path_units: int
-    links: tuple[int, ...] = attrs.field(converter=tuple)
-    rate: int = 0
-    #: the duration at the path's own rate (0: computed from ``path_units``)
-    full: int = 0
-
-    def cycles(self, rate: int) -> int:
-        """Duration at ``rate`` units (0, or the path's rate: ``full``)."""
-        return transfer_cycles(self.bytes, self.overhead, self.path_units, self.full, rate)
-
-    def hold_start(self, start: int, overhead_holds: bool) -> int:
-        """When the transfer starts holding its rate (see ``Problem.link_overhead_holds``)."""
-        return start if overhead_holds else start + self.overhead
-
+from staticsched.solver.link_values import LinkSpec, Xfer
+from staticsched.solver.problem import Problem
 
 #: a transfer does not start at less than this fraction of its path's rate: it waits for
 #: bandwidth instead of crawling (a crawling transfer holds its pipe for ages)

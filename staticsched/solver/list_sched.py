@@ -30,7 +30,8 @@ from collections.abc import Sequence
 import attrs
 
 from staticsched.model.hardware import round_up
-from staticsched.solver.links import LinkTracker, Xfer
+from staticsched.solver.link_values import Xfer
+from staticsched.solver.links import LinkTracker
 from staticsched.solver.paths import tail_lengths, topo_order
 from staticsched.solver.problem import Problem, Token
 

@@ -41,8 +41,9 @@ from staticsched.solver.decompose import build_problems
 from staticsched.solver.explain import explain_stuck, precheck
 from staticsched.solver.feasibility import model_violations
 from staticsched.solver.fluid_replay import replayed_makespan
+from staticsched.solver.link_values import LinkSpec, Xfer
 from staticsched.solver.linkplan import LinkPlan, coupled_pairs, plan_links
-from staticsched.solver.links import LinkSpec, Xfer, fix_rates, link_bound, transfers_of
+from staticsched.solver.links import fix_rates, link_bound, transfers_of
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
 from staticsched.solver.lns import improve_lns
 from staticsched.solver.normalize import semi_active
@@ -243,10 +244,6 @@ def chip_lower_bound(
             if v > best:
                 best, source = v, f"link {name}"
     return best, source, links
-
-
-#: the share of the time limit the cheap candidates of a coupled search get (half each)
-SEED_SHARE = 0.25
 
 
 def _solve_pairs(

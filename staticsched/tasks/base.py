@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
 
 from staticsched._fields import Problems, get_list, get_number, get_str
 from staticsched.model.hardware import Hardware
-
-if TYPE_CHECKING:
-    from staticsched.tasks.builder import Builder
+from staticsched.tasks.builder import Builder
 
 #: the most dims a tensor may declare (leading batch and head dims, then a matrix)
 MAX_RANK = 4

@@ -20,25 +20,27 @@ from typing import Any, NamedTuple
 import attrs
 import numpy as np
 
+from staticsched._fields import positive_ints
 from staticsched.model.graphs import DisjointSets
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.model.opgraph import Tensor
 from staticsched.model.opkinds import KINDS
-from staticsched.model.program import Instr, ProgItem, Program
+from staticsched.model.program import (
+    FLAG_KINDS,
+    SET_KINDS,
+    SYNC_KINDS,
+    SYNC_MNEMONICS,
+    Instr,
+    ProgItem,
+    Program,
+)
 from staticsched.verify.report import Finding
 
 OP, SET, WAIT = 0, 1, 2
 
-MNEMONICS = {
-    "set_flag": "SET_FLAG",
-    "wait_flag": "WAIT_FLAG",
-    "set_cross": "SET_CROSS",
-    "wait_cross": "WAIT_CROSS",
-}
-
-_SYNC = frozenset(("set_flag", "wait_flag", "set_cross", "wait_cross"))
-_SETS = frozenset(("set_flag", "set_cross"))
-_FLAGS = frozenset(("set_flag", "wait_flag"))
+_SYNC = frozenset(SYNC_KINDS)
+_SETS = frozenset(SET_KINDS)
+_FLAGS = frozenset(FLAG_KINDS)
 
 #: a flag key: ``("flag", core, src, dst, event)`` or ``("cross", src_core, dst_core, event)``
 Key = tuple
@@ -179,10 +181,10 @@ class ProgramIndex:
         core, unit = self.streams[s].core, self.streams[s].unit
         if self.role[gid] == OP:
             return f"'{self.op_label(gid)}' (core {core} {unit})"
-        if ins.kind in ("set_flag", "wait_flag"):
-            what = f"{MNEMONICS[ins.kind]} {ins.src}->{ins.dst} id {ins.event}"
+        if ins.kind in _FLAGS:
+            what = f"{SYNC_MNEMONICS[ins.kind]} {ins.src}->{ins.dst} id {ins.event}"
         else:
-            what = f"{MNEMONICS[ins.kind]} peer core {ins.peer_core} id {ins.event}"
+            what = f"{SYNC_MNEMONICS[ins.kind]} peer core {ins.peer_core} id {ins.event}"
         return f"{what} (core {core} {unit}#{self.pos_of[gid]}{self._context(gid)})"
 
     def _context(self, gid: int) -> str:
@@ -215,7 +217,7 @@ class ProgramIndex:
             if t.name in self.tensors:
                 self._input("duplicate_tensor", f"tensor '{t.name}' is declared twice")
                 continue
-            if len(t.shape) != 2 or not all(isinstance(x, int) and x > 0 for x in t.shape):
+            if not positive_ints(t.shape, 2):
                 self._input("bad_shape", f"tensor '{t.name}': shape {list(t.shape)} is not two positive ints")
             if t.dtype not in DTYPE_BYTES:
                 self._input("bad_dtype", f"tensor '{t.name}': unknown dtype {t.dtype!r}")
@@ -401,7 +403,7 @@ class ProgramIndex:
             self._input(
                 "unknown_kind",
                 f"{where()}: unknown instruction kind {kind_name!r} (kinds: op, {', '.join(KINDS)}, "
-                f"{', '.join(MNEMONICS)})",
+                f"{', '.join(SYNC_KINDS)})",
                 ops=(op_id,),
                 core=core,
             )

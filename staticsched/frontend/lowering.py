@@ -23,9 +23,9 @@ from collections.abc import Sequence
 
 from staticsched._fields import Problems
 from staticsched.errors import GraphError, TilingError
+from staticsched.frontend.taskgraph import TaskGraph, dumps_taskgraph
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph, Tensor
-from staticsched.model.taskgraph import TaskGraph, dumps_taskgraph
 from staticsched.options import DEFAULT_OP_BUDGET
 from staticsched.tasks import kind_of
 from staticsched.tasks.base import Plan, TilingInfo
@@ -100,7 +100,7 @@ def lower(tg: TaskGraph, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUD
     Parameters
     ----------
     tg
-        A valid task graph (from :func:`~staticsched.model.taskgraph.taskgraph_from_dict`).
+        A valid task graph (from :func:`~staticsched.frontend.taskgraph.taskgraph_from_dict`).
     hw
         The hardware model; its roles, cube fractal, capacities and cost model shape the result.
     op_budget
@@ -111,7 +111,7 @@ def lower(tg: TaskGraph, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUD
     -------
     OpGraph
         Items, ops in program order, every GM tensor declared 2-D, and ``source`` set to
-        :func:`~staticsched.model.taskgraph.dumps_taskgraph` of ``tg``. It passes
+        :func:`~staticsched.frontend.taskgraph.dumps_taskgraph` of ``tg``. It passes
         ``OpGraph.check(hw)``.
 
     Raises

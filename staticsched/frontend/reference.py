@@ -16,7 +16,7 @@ import numpy as np
 
 from staticsched._fields import Problems
 from staticsched.errors import InputError
-from staticsched.model.taskgraph import TaskGraph
+from staticsched.frontend.taskgraph import TaskGraph
 from staticsched.tasks import kind_of
 
 _F16 = np.float16

@@ -31,6 +31,7 @@ from staticsched._fields import (
     get_list,
     get_mapping,
     get_str,
+    is_int,
 )
 from staticsched.errors import GraphError, InputError, TilingError
 from staticsched.model.opgraph import FORMAT as OPGRAPH_FORMAT
@@ -183,7 +184,7 @@ def _read_tensors(data: Mapping[str, Any], where: str, pr: Problems) -> tuple[li
             continue
         check_keys(body, _TENSOR_KEYS, w, pr)
         shape = get_list(body, "shape", w, pr)
-        if not 1 <= len(shape) <= MAX_RANK or not all(_is_int(x) for x in shape):
+        if not 1 <= len(shape) <= MAX_RANK or not all(is_int(x) for x in shape):
             pr.add(f"{w}: 'shape' must be a list of 1 to {MAX_RANK} integers (leading batch/head dims, "
                    f"then rows and columns), got {body.get('shape')!r}")
             shape = [1]
@@ -201,10 +202,6 @@ def _read_tensors(data: Mapping[str, Any], where: str, pr: Problems) -> tuple[li
         space = get_str(body, "space", w, pr, default="")
         out.append(TensorDecl(name, tuple(shape), dtype, space))
     return out, bad_shapes
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _check_writers(tasks: list[Task], where: str, pr: Problems) -> None:

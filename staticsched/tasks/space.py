@@ -1,7 +1,7 @@
 """Tiling spaces: the legal tilings of a task, for ``staticsched tune`` and the summary.
 
 A task kind is tunable when :data:`SPACES` has an entry for it: how to enumerate its tilings
-and, optionally, a cheap lower bound of a tiling (:mod:`staticsched.explore.workbound`).
+(the tuner pairs each with a cheap lower bound of a tiling, :mod:`staticsched.explore.workbound`).
 Legal means the kind's own ``plan`` accepts the tiling (the authority every lowering obeys);
 the enumeration only decides which tilings to ask it about.
 
@@ -42,11 +42,9 @@ class _Budget(Exception):
 class KindSpace:
     """How to search one kind's tilings: ``tilings(task, hw, ok)`` yields candidates in a fixed
     order, asking ``ok(tiling)`` whether the kind accepts one (only to find where loops stop
-    unless ``check_each``); ``bounds(task, hw)`` gives an object whose ``work(tiling)`` is a
-    :class:`~staticsched.explore.bounds.Work`."""
+    unless ``check_each``)."""
 
     tilings: Callable[..., Iterator[Any]]
-    bounds: Callable[..., Any]
 
 
 def legal(task: Any, tiling: Any, hw: Hardware) -> bool:
@@ -140,15 +138,9 @@ def matmul_tilings(task: Any, hw: Hardware, ok: Callable[[Any], bool], *,
                         yield t
 
 
-def _matmul_bounds(task: Any, hw: Hardware) -> Any:
-    from staticsched.explore.workbound import MatmulBounds
-
-    return MatmulBounds(task, hw)
-
-
 #: the tunable kinds
 SPACES: dict[str, KindSpace] = {
-    "matmul": KindSpace(matmul_tilings, _matmul_bounds),
+    "matmul": KindSpace(matmul_tilings),
 }
 
 
