@@ -18,7 +18,7 @@ from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.program import Program
 from staticsched.model.schedule import Schedule
-from staticsched.options import DEFAULT_OP_BUDGET, METHODS, MODES
+from staticsched.options import DEFAULT_OP_BUDGET, option_problems
 from staticsched.progress import Progress, as_progress
 
 
@@ -91,20 +91,6 @@ def naming(exc: StaticschedError, where: str) -> StaticschedError:
     return type(exc)([p if p.startswith(f"{where}: ") else f"{where}: {p}" for p in exc.problems])
 
 
-def option_problems(method: str, mode: str, time_limit: float, workers: int) -> list[str]:
-    """One line per bad solver option."""
-    out = []
-    if method not in METHODS:
-        out.append(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if mode not in MODES:
-        out.append(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if not (time_limit > 0):
-        out.append(f"time_limit must be > 0 seconds, got {time_limit!r}")
-    if workers < 1:
-        out.append(f"workers must be >= 1, got {workers}")
-    return out
-
-
 def compile_graph(
     graph: Any,
     hw: Hardware | str | Path,
@@ -128,7 +114,7 @@ def compile_graph(
     from staticsched.emit import finalize
     from staticsched.solver import solve
 
-    bad = option_problems(method, mode, time_limit, workers)
+    bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers)
     if bad:
         raise InputError(bad)
     rep = as_progress(progress)

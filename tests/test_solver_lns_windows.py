@@ -18,7 +18,7 @@ from staticsched.solver.problem import Budget, ItemSpec, Problem, SpaceSpec, Tok
 
 KB = 1024
 # the module (the package exports the function ``solve`` under its name)
-solve_mod = importlib.import_module("staticsched.solver.solve")
+solve_mod = importlib.import_module("staticsched.solver.subproblem")
 
 
 def held_past_the_window() -> tuple[Problem, Timetable]:

@@ -21,7 +21,7 @@ from staticsched.solver.budget import (
     spent_seconds,
 )
 from staticsched.solver.portfolio import plan
-from staticsched.solver.solve import model_is_exact
+from staticsched.solver.subproblem import model_is_exact
 
 
 def test_deterministic_budget_and_its_charge_are_inverse():

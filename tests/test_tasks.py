@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from task_strategies import STRATEGIES
 from taskcases import SEED, cli_error_lines, graph, max_error
 
 from staticsched.errors import GraphError, HardwareError, TilingError
@@ -25,6 +26,11 @@ def test_registry_lists_each_kind_once_by_its_module():
     for name, kind in KINDS.items():
         module = __import__(f"staticsched.tasks.{name}", fromlist=["KIND"])
         assert module.KIND is kind and kind.name == name
+
+
+def test_every_kind_has_a_test_strategy():
+    # the end-to-end properties draw every registered kind through its strategy
+    assert sorted(STRATEGIES) == sorted(KINDS)
 
 
 def test_unknown_type_lists_the_registered_kinds():

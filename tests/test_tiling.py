@@ -18,14 +18,8 @@ from staticsched.frontend.taskgraph import load_taskgraph
 from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
 from staticsched.tasks.elementwise import ElementwiseTask, RowTiling, derive_row_tiling
-from staticsched.tasks.matmul import (
-    EpilogueStep,
-    MatmulTask,
-    Tiling,
-    check_tiling,
-    derive_tiling,
-    matmul_requirements,
-)
+from staticsched.tasks.matmul import EpilogueStep, MatmulTask, Tiling
+from staticsched.tasks.matmul.tiling import check_tiling, derive_tiling, matmul_requirements
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SEED = load_hardware("seed-davinci")

@@ -42,8 +42,8 @@ from staticsched.frontend.taskgraph import TaskGraph, load_graph
 from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import OpGraph
-from staticsched.options import DEFAULT_OP_BUDGET
-from staticsched.pipeline import compile_graph, naming, option_problems
+from staticsched.options import DEFAULT_OP_BUDGET, option_problems
+from staticsched.pipeline import compile_graph, naming
 from staticsched.progress import Progress, as_progress
 from staticsched.tasks.space import SPACES, candidates, tiling_label, used_tiling
 
@@ -397,7 +397,7 @@ def tune(
         For bad input or options (``InputError``, one line per problem), or when no candidate
         can be scheduled.
     """
-    bad = option_problems(method, mode, time_limit, workers)
+    bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers)
     counts = (("max_candidates", max_candidates, 1), ("polish", polish, 0), ("jobs", jobs, 1))
     for name, value, least in counts:
         if isinstance(value, bool) or not isinstance(value, int) or value < least:

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import attrs
 
-from staticsched.solver.links import link_bound
+from staticsched.model.hardware import Hardware
+from staticsched.model.links import Transfer
+from staticsched.model.opgraph import OpGraph
+from staticsched.solver.link_values import LinkSpec, Xfer
+from staticsched.solver.links import link_bound, transfers_of
 from staticsched.solver.paths import head_lengths, tail_lengths
-from staticsched.solver.problem import Problem
+from staticsched.solver.problem import Problem, ProblemMap
 
 
 @attrs.frozen
@@ -79,3 +83,48 @@ def lower_bound(prob: Problem, core_names: tuple[int, ...] | None = None) -> Bou
         if v > best_value:
             best_value, best_source = v, f"link {name}"
     return Bound(best_value, best_source, cp, pipes, links)
+
+
+def chip_lower_bound(
+    graph: OpGraph,
+    hw: Hardware,
+    pairs: list[tuple[Problem, ProblemMap]],
+    transfers: dict[int, Transfer] | None = None,
+) -> tuple[int, str, list[tuple[str, int]]]:
+    """A lower bound of the user's problem (never of a restricted one): the best of every
+    core group's own bound (pipes, critical path) and, per shared link, the bytes all cores
+    move on it at its whole bandwidth between their heads and tails (:func:`.links.
+    link_bound`). Returns the value, what gives it, and every link's bound. ``transfers`` is
+    :func:`.links.transfers_of` when the caller has it."""
+    best, source = 0, ""
+    if transfers is None:
+        transfers = transfers_of(graph, hw) if hw.links else {}
+    head: dict[int, int] = {}
+    after: dict[int, int] = {}
+    # identical cores (equal problems) have one bound and one set of path lengths
+    seen: dict[Problem, tuple[int, str, list[int], list[int]]] = {}
+    for prob, pmap in pairs:
+        known = seen.get(prob)
+        if known is None:
+            b = lower_bound(prob, pmap.cores)
+            h, q = (head_lengths(prob), tail_lengths(prob)) if transfers else ([], [])
+            known = seen[prob] = (b.value, b.source, h, q)
+        value, src, h, q = known
+        if value > best:
+            best, source = value, src
+        if transfers:
+            for li, gi in enumerate(pmap.ops):
+                head[gi], after[gi] = h[li], q[li] - prob.dur[li]
+    links = []
+    if transfers:
+        specs = [LinkSpec(lk.name, lk.units) for lk in hw.links]
+        index = {lk.name: k for k, lk in enumerate(hw.links)}
+        order = sorted(transfers)
+        local = {g: k for k, g in enumerate(order)}
+        xs = [Xfer(local[g], x.bytes, x.overhead, x.path_units, [index[n] for n in x.links], full=x.full)
+              for g, x in ((g, transfers[g]) for g in order)]
+        links = link_bound(specs, xs, [head[g] for g in order], [after[g] for g in order])
+        for name, v in links:
+            if v > best:
+                best, source = v, f"link {name}"
+    return best, source, links

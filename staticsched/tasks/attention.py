@@ -493,36 +493,6 @@ def reference(task: AttentionTask, env: Mapping[str, np.ndarray]) -> dict[str, n
     return {task.out: np.matmul(p, v).reshape(h * task.sq, task.dv).astype(np.float32)}
 
 
-# --------------------------------------------------------------------------- strategy
-
-
-def strategy(
-    draw, prefix: str, tensors: dict[str, Any], src: tuple[str, tuple[int, ...]] | None
-) -> dict[str, Any]:
-    """Attention with random heads, sequence lengths with tails (1-150), head dims, causal on
-    and off (square when causal), sometimes an explicit block tiling. ``src`` is not used:
-    attention reads three fresh tensors."""
-    from hypothesis import strategies as st
-
-    lead = draw(st.sampled_from([[], [2], [2, 2]]), label="heads")
-    causal = draw(st.booleans(), label="causal")
-    sq = draw(st.integers(1, 100), label="Sq")
-    sk = sq if causal else draw(st.integers(1, 100), label="Sk")
-    d = draw(st.sampled_from([16, 24, 64]), label="d")
-    dv = draw(st.sampled_from([16, 40, 64]), label="dv")
-    names = {key: f"{prefix}{key}" for key in ("q", "k", "v", "o")}
-    tensors[names["q"]] = {"shape": [*lead, sq, d]}
-    tensors[names["k"]] = {"shape": [*lead, sk, d]}
-    tensors[names["v"]] = {"shape": [*lead, sk, dv]}
-    tensors[names["o"]] = {"shape": [*lead, sq, dv]}
-    task: dict[str, Any] = {"id": f"{prefix}att", "type": "attention", "q": names["q"], "k": names["k"],
-                            "v": names["v"], "out": names["o"], "causal": causal}
-    if draw(st.booleans(), label="explicit tiling"):
-        task["tiling"] = {"block_q": draw(st.sampled_from([16, 32, 64]), label="block_q"),
-                          "block_kv": draw(st.sampled_from([32, 64]), label="block_kv")}
-    return task
-
-
 KIND = TaskKind(
     name="attention",
     read=read,
@@ -530,5 +500,4 @@ KIND = TaskKind(
     plan=plan,
     needs=needs,
     reference=reference,
-    strategy=strategy,
 )
