@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from staticsched.model.links import flow_edges, overflows, peak_usage
+from staticsched.solver.families.links import LinkTracker, link_bound
 from staticsched.solver.link_values import LinkSpec, Xfer
-from staticsched.solver.links import LinkTracker, link_bound
 from tests.strategies import examples
 
 

@@ -11,8 +11,8 @@ import attrs
 from staticsched.model.hardware import Hardware
 from staticsched.model.links import Transfer, peak_usage
 from staticsched.model.opgraph import OpGraph
+from staticsched.solver.families.links import fix_rates
 from staticsched.solver.linkplan import LinkPlan, coupled_pairs
-from staticsched.solver.links import fix_rates
 from staticsched.solver.list_sched import Timetable
 from staticsched.solver.problem import Problem, ProblemMap
 from staticsched.solver.runners import Run, assembled_makespan, solve_pairs

@@ -1,6 +1,6 @@
 """The link family's values in a solver problem: the links it may use (:class:`LinkSpec`) and
 its transfers on them (:class:`Xfer`). They sit below :mod:`staticsched.solver.problem`, which
-holds them; what works on a problem is in :mod:`staticsched.solver.links`."""
+holds them; what works on a problem is in :mod:`staticsched.solver.families.links`."""
 
 from __future__ import annotations
 

@@ -31,9 +31,9 @@ from staticsched.solver.budget import (
 from staticsched.solver.coupled import coupled_start
 from staticsched.solver.decompose import build_problems
 from staticsched.solver.explain import precheck
+from staticsched.solver.families.links import transfers_of
 from staticsched.solver.fluid_replay import replayed_makespan
 from staticsched.solver.linkplan import LinkPlan, plan_links
-from staticsched.solver.links import transfers_of
 from staticsched.solver.list_sched import Timetable
 from staticsched.solver.problem import Problem, ProblemMap, relax_event_budgets
 from staticsched.solver.runners import Run, assembled_makespan, solve_pairs

@@ -20,8 +20,8 @@ from staticsched.solver.budget import (
     det_rate,
 )
 from staticsched.solver.cpmodel import solve_cpsat
+from staticsched.solver.families.links import fix_rates
 from staticsched.solver.feasibility import model_violations
-from staticsched.solver.links import fix_rates
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
 from staticsched.solver.lns import improve_lns
 from staticsched.solver.normalize import semi_active

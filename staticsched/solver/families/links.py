@@ -1,4 +1,5 @@
-"""The link resource family of the solver, in a problem's index space.
+"""The link family of the solver, in a problem's index space: its model (:data:`LINKS`) and
+everything else the solver does with links.
 
 A link is a cumulative resource of ``units`` (bandwidth in rate units) held by transfers during
 their data phase ``[start + overhead, end)``, each at its chosen rate. The pieces here:
@@ -20,12 +21,15 @@ import heapq
 from collections.abc import Sequence
 
 import attrs
+from ortools.sat.python import cp_model
 
 from staticsched.model.hardware import RATE_DENOM, Hardware
-from staticsched.model.links import Transfer, flow_edges, op_transfer
+from staticsched.model.links import Transfer, flow_edges, op_transfer, peak_usage
 from staticsched.model.opgraph import OpGraph
+from staticsched.solver.families.base import Edge
 from staticsched.solver.link_values import LinkSpec, Xfer
 from staticsched.solver.problem import Problem
+from staticsched.solver.variables import Variables
 
 #: a transfer does not start at less than this fraction of its path's rate: it waits for
 #: bandwidth instead of crawling (a crawling transfer holds its pipe for ages)
@@ -304,3 +308,57 @@ def attach_links(
             xfers.append(Xfer(k, x.bytes, x.overhead, x.path_units, on, full=x.full))
     return attrs.evolve(prob, links=[LinkSpec(n, units[n]) for n in names], xfers=xfers,
                         link_overhead_holds=overhead_holds)
+
+
+class Links:
+    """A link is a cumulative resource of ``units``, held by its transfers at their fixed
+    rates (from their start, or from the end of their overhead when
+    ``Problem.link_overhead_holds`` is off)."""
+
+    name = "links"
+
+    def variables(self, v: Variables) -> None:
+        """None: the holds are fixed-size intervals over the ops' starts, made by
+        :meth:`constrain`."""
+
+    def constrain(self, v: Variables, whole: bool) -> None:
+        # at every cycle the transfers on a link hold at most its units (rates are fixed)
+        model, prob = v.model, v.prob
+        for k, lk in enumerate(prob.links):
+            xs = [x for x in prob.xfers if k in x.links]
+            if not xs:
+                continue
+            ivs, demands = [], []
+            for x in xs:
+                off = 0 if prob.link_overhead_holds else min(x.overhead, prob.dur[x.op] - 1)
+                ivs.append(model.new_fixed_size_interval_var(
+                    v.start[x.op] + off, prob.dur[x.op] - off, f"link{k}_{x.op}"))
+                demands.append(x.rate)
+            if whole:
+                ivs.append(v.after_makespan(0, f"mk_link{k}"))
+                demands.append(lk.units)
+            model.add_cumulative(ivs, demands, lk.units)
+
+    def hint(self, model: cp_model.CpModel, v: Variables, starts: Sequence[int],
+             offsets: Sequence[int]) -> None:
+        """None: the family has no variables of its own."""
+
+    def violations(self, prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[str]:
+        out = []
+        for k, lk in enumerate(prob.links):
+            on_link = [(b, e, u) for _, b, e, u, on in holds_of(prob, starts) if k in on]
+            peak, at = peak_usage(on_link)
+            if peak > lk.units:
+                out.append(f"link {lk.name} holds {peak} units at {at}, has {lk.units}")
+        return out
+
+    def bounds(self, prob: Problem, heads: Sequence[int], tails: Sequence[int],
+               core_names: tuple[int, ...] | None) -> list[tuple[str, int]]:
+        after = [tails[i] - prob.dur[i] for i in range(prob.n)]
+        return [(f"link {name}", value) for name, value in link_bound(prob.links, prob.xfers, heads, after)]
+
+    def order_edges(self, prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[Edge]:
+        return link_order_edges(prob, starts)
+
+
+LINKS = Links()
