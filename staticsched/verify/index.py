@@ -37,6 +37,7 @@ from staticsched.verify.index_state import (
     region_text,
 )
 from staticsched.verify.index_streams import StreamIndex
+from staticsched.verify.report import Finding
 
 __all__ = ["OP", "SET", "WAIT", "Access", "GmAccess", "Key", "ProgramIndex", "cost_attrs", "key_text",
            "region_text"]
@@ -74,6 +75,11 @@ class ProgramIndex(StreamIndex, GmSegments):
         if self.role[gid] == OP and ins.id:
             return ins.id
         return f"core{self.core_of(gid)}.{self.unit_of(gid)}#{self.pos_of[gid]}"
+
+    def finding_at(self, check: str, kind: str, message: str, gid: int, cycle: int) -> Finding:
+        """A finding about instruction ``gid`` at ``cycle``: its op, core and pipe."""
+        return Finding(check, kind, message, ops=(self.op_label(gid),), core=self.core_of(gid),
+                       pipes=(self.unit_of(gid),), cycle=cycle)
 
     def describe(self, gid: int) -> str:
         """``'load3' (core 0 MTE2)`` or ``SET_FLAG MTE2->CUBE id 0 (core 0 MTE2#7, after 'load3')``."""
