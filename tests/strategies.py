@@ -8,26 +8,16 @@ always exists and the pipeline must find one.
 
 from __future__ import annotations
 
-import os
-
+from common import preset
 from hypothesis import strategies as st
 from task_strategies import STRATEGIES
 
 from staticsched.frontend.taskgraph import TaskGraph, taskgraph_from_dict
 from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
-from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import Item, Op, OpGraph
 from staticsched.tasks import KINDS
 
 UNIT_POOL = ("MTE2", "MTE1", "CUBE", "VECTOR", "MTE3")
-THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
-
-
-def examples(n: int) -> int:
-    """``n`` examples by default, 50x that under the ``thorough`` profile."""
-    return n * 50 if THOROUGH else n
-
-
 @st.composite
 def hardware_models(draw, *, max_cores: int = 3, item_bytes: int = 1024) -> Hardware:
     """Hardware with 2-5 pipes, 1-``max_cores`` cores, an L1 from one slot to plenty,
@@ -158,4 +148,4 @@ def taskgraphs(draw, *, first: str | None = None, follow: int = 2) -> TaskGraph:
 
 
 def seed_hw() -> Hardware:
-    return load_hardware("seed-davinci")
+    return preset("seed-davinci")

@@ -192,7 +192,7 @@ class KindStrategy:
     follows: bool = True
 
 
-#: every registered kind's strategy (``tests/test_task_strategies.py`` checks that none is missing)
+#: every registered kind's strategy (``tests/tasks/test_tasks.py`` checks that none is missing)
 STRATEGIES: dict[str, KindStrategy] = {
     "matmul": KindStrategy(matmul),
     "elementwise": KindStrategy(elementwise),

@@ -18,8 +18,9 @@ import ast
 from pathlib import Path
 
 import networkx as nx
+from common import PACKAGE
 
-ROOT = Path(__file__).resolve().parents[1] / "staticsched"
+ROOT = PACKAGE
 
 
 def _modules() -> dict[str, Path]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from common import examples
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 from mutations import (
@@ -19,7 +20,7 @@ from mutations import (
     same_reads,
     shrink_capacity,
 )
-from strategies import examples, hardware_models, opgraphs, seed_hw, taskgraphs
+from strategies import hardware_models, opgraphs, seed_hw, taskgraphs
 
 from staticsched.api import compile_graph
 from staticsched.emit import dumps_program_text, dumps_timetable_json, parse_program_text

@@ -7,7 +7,7 @@ reaches. This is the longest path over ``graph.edges`` plus
 milliseconds: of the items that shared a byte with a later item only the *latest* one per
 byte gets an edge, since the earlier ones reach the later item through it (same-item edges
 chain every access of an item after its first write, and a path that changes pipes carries at
-least the latency of a direct edge). ``tests/test_solver_normalize.py`` checks equality with
+least the latency of a direct edge). ``tests/solver/test_solver_normalize.py`` checks equality with
 a reference longest path on op names (``tests/oracles.py``).
 """
 
