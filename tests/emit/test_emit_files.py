@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from common import GOLDEN, ROOT, preset
-from test_sync_plan import double_buffer_schedule, make_schedule, tiny_hw
+from schedcases import double_buffer_schedule, make_schedule, tiny_hw
 
 from staticsched.emit import (
     OUTPUT_FILES,
@@ -236,7 +236,7 @@ def test_a_killed_run_leaves_no_outputs(tmp_path, when):
         import os, signal, sys
         from pathlib import Path
         sys.path.insert(0, {str(ROOT / "tests")!r})
-        from test_sync_plan import double_buffer_schedule
+        from schedcases import double_buffer_schedule
         from staticsched.emit import finalize, write_outputs
         from staticsched.emit import gantt
         outputs = finalize(double_buffer_schedule())

@@ -14,82 +14,23 @@ from collections import Counter
 import attrs
 import networkx as nx
 import pytest
-from common import EXAMPLES, preset
+from common import preset
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from oracles import hb_graph, semi_active_starts
+from schedcases import double_buffer_schedule, list_schedule, make_schedule, tiny_hw
 
 from staticsched.emit import finalize, plan_sync, plan_timed
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.deps import address_edges
-from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
-from staticsched.model.opgraph import Item, Op, OpGraph, load_opgraph
+from staticsched.model.hardware import Hardware, SyncModel
+from staticsched.model.opgraph import Item, Op, OpGraph
 from staticsched.model.program import Program
-from staticsched.model.schedule import OpTime, Placement, Schedule
+from staticsched.model.schedule import Schedule
 from staticsched.solver import solve
 from staticsched.verify import verify
 
 # --------------------------------------------------------------------------- schedules by hand
-
-
-def make_schedule(graph: OpGraph, hw: Hardware, starts: dict[str, int], offsets=None, status="heuristic"):
-    """A Schedule with the given op starts; items live from first access start to last end."""
-    offsets = offsets or {}
-    ops = [OpTime(op.id, op.core, op.unit, starts[op.id], starts[op.id] + op.duration) for op in graph.ops]
-    by_id = {t.id: t for t in ops}
-    items = []
-    for it in graph.items:
-        acc = graph.accesses.get(it.name, [])
-        times = [by_id[graph.ops[i].id] for i, _ in acc]
-        core = times[0].core if times else 0
-        start = min((t.start for t in times), default=0)
-        end = max((t.end for t in times), default=0)
-        items.append(Placement(it.name, core, it.space, offsets.get(it.name, 0), it.bytes, start, end))
-    ms = max((t.end for t in ops), default=0)
-    return Schedule(graph, hw, ops, items, (), ms, ms, status, method="test")
-
-
-def list_schedule(graph: OpGraph, hw: Hardware) -> Schedule:
-    """Every pipe runs its ops in graph order, each as early as its edges allow (items take no
-    addresses, so there is no address reuse)."""
-    graph.check(hw)
-    order: dict[tuple[int, str], list[str]] = {}
-    for op in graph.ops:
-        order.setdefault((op.core, op.unit), []).append(op.id)
-    return make_schedule(graph, hw, semi_active_starts(graph, hw, order, graph.edges))
-
-
-def double_buffer_schedule() -> Schedule:
-    """The seed's double-buffering instance on its two-slot L1, timed by hand.
-
-    Ten tiles, load 60, compute 100, tile i in slot i % 2. Loads 0 and 1 run back to back
-    (0, 60); load i >= 2 reuses the slot of tile i-2 and waits for mm(i-2) to finish, at
-    60 + 100 (i-1) ... i.e. mm(i-2) ends at 160 + 100 (i-2). mm i starts when load i and
-    mm i-1 are done: 60 + 100 i. Makespan 60 + 100 * 10 = 1060 (the seed's figure).
-    """
-    graph = load_opgraph(EXAMPLES / "double_buffer.json")
-    hw = preset("double-buffer-demo")
-    starts = {}
-    for i in range(10):
-        starts[f"load{i}"] = 60 * i if i < 2 else 160 + 100 * (i - 2)
-        starts[f"mm{i}"] = 60 + 100 * i
-    offsets = {f"t{i}": (i % 2) * 32768 for i in range(10)}
-    return make_schedule(graph, hw, starts, offsets, status="optimal")
-
-
-def tiny_hw(units=("A", "B"), event_ids=8, latency=0, cross_ids=16, cores=2, l1_slots=0) -> Hardware:
-    """A tiny chip; with ``l1_slots`` it has an L1 of that many 64-byte slots."""
-    spaces = [Space("GM", 0)] + ([Space("L1", 64 * l1_slots, 32)] if l1_slots else [])
-    return Hardware(
-        name="tiny",
-        cores=cores,
-        units=[Unit(u) for u in units],
-        spaces=spaces,
-        sync=SyncModel(event_ids, latency, cross_ids, latency),
-    )
-
-
-# --------------------------------------------------------------------------- independent checks
 
 
 def program_starts(program: Program) -> dict[str, int]:

@@ -5,42 +5,12 @@ Data in the OR-Library format: per job, (machine, duration) pairs in processing 
 
 import pytest
 from common import BENCHMARKS
+from schedcases import FT06, LA01, jobshop
 
-from benchmarks.synthetic import job_shop
-from staticsched.model.hardware import Hardware
-from staticsched.model.opgraph import OpGraph
 from staticsched.solver import solve
 
+
 # Fisher & Thompson (1963) 6x6, optimum 55
-FT06 = """
-2 1 0 3 1 6 3 7 5 3 4 6
-1 8 2 5 4 10 5 10 0 10 3 4
-2 5 3 4 5 8 0 9 1 1 4 7
-1 5 0 5 2 5 3 3 4 8 5 9
-2 9 1 3 4 5 5 4 0 3 3 1
-1 3 3 3 5 9 0 10 4 4 2 1
-"""
-
-# Lawrence (1984) 10x5 "la01", optimum 666
-LA01 = """
-1 21 0 53 4 95 3 55 2 34
-0 21 3 52 4 16 2 26 1 71
-3 39 4 98 1 42 2 31 0 12
-1 77 0 55 4 79 2 66 3 77
-0 83 3 34 2 64 1 19 4 37
-1 54 2 43 4 79 0 92 3 62
-3 69 4 77 1 87 2 87 0 93
-2 38 0 60 1 41 3 24 4 83
-3 17 1 49 4 25 0 44 2 98
-4 77 3 79 2 43 1 75 0 96
-"""
-
-
-def jobshop(text: str) -> tuple[OpGraph, Hardware]:
-    rows = [[int(x) for x in line.split()] for line in text.strip().splitlines()]
-    return job_shop([list(zip(row[::2], row[1::2], strict=True)) for row in rows])
-
-
 @pytest.mark.parametrize(("text", "optimum"), [(FT06, 55), (LA01, 666)], ids=["ft06", "la01"])
 def test_classic_optimum_is_proven(text, optimum):
     graph, hw = jobshop(text)

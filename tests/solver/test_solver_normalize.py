@@ -1,9 +1,10 @@
 """The solver's index-space normalisation equals the reference functions on op names
 (``deps.address_edges`` + ``oracles.semi_active_starts``) and never delays an op."""
 
+from common import examples
 from hypothesis import HealthCheck, given, settings
 from oracles import semi_active_starts
-from test_solver_property import examples, instances
+from schedcases import instances
 
 from staticsched.model import deps
 from staticsched.model.schedule import Placement

@@ -4,7 +4,7 @@ import math
 
 import pytest
 from common import BENCHMARKS
-from test_jobshop import FT06, LA01, jobshop
+from schedcases import FT06, LA01, jobshop
 
 from benchmarks import synthetic
 from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
