@@ -98,19 +98,19 @@ def solve_pairs(
 ) -> tuple[list[tuple[Problem, ProblemMap]], list[SubResult]]:
     """Solve every pair, each distinct problem once (identical cores share one), and return
     the pairs with one result each; an infeasible one raises with the explanation."""
-    starts = starts or [None] * len(pairs)
+    given: list[Timetable | None] = list(starts) if starts else [None] * len(pairs)
     unique: dict[tuple[Problem, int], int] = {}
     first_of: list[int] = []
     task_of = []
     for k, (prob, _) in enumerate(pairs):
         # a pair with its own start timetable is a problem of its own
-        key = (prob, k if starts[k] is not None else -1)
+        key = (prob, k if given[k] is not None else -1)
         if key not in unique:
             unique[key] = len(first_of)
             first_of.append(k)
         task_of.append(unique[key])
     tasks = [pairs[k][0] for k in first_of]
-    task_starts = [starts[k] for k in first_of]
+    task_starts = [given[k] for k in first_of]
     labels = [run_label(pairs[k][1], sum(1 for t in task_of if t == j)) for j, k in enumerate(first_of)]
     say(f"{len(graph.ops)} ops in {len(pairs)} core group(s), {len(tasks)} distinct")
     if min(run.workers, len(tasks)) > 1 and not any(task_starts):
