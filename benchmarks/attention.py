@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from staticsched.api import compile_graph  # noqa: E402
-from staticsched.model.hardware import load_hardware  # noqa: E402
-from staticsched.model.taskgraph import taskgraph_from_dict  # noqa: E402
+from staticsched.frontend.taskgraph import taskgraph_from_dict  # noqa: E402
+from staticsched.model.hardware_toml import load_hardware  # noqa: E402
 from staticsched.model.traffic import gm_traffic  # noqa: E402
 
 EXAMPLES = ["attention.json", "attention_tail.json"]

@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from run import utilisation  # noqa: E402
 
 from staticsched.api import as_opgraph, compile_graph  # noqa: E402
-from staticsched.model.hardware import load_hardware  # noqa: E402
-from staticsched.model.taskgraph import TaskGraph, taskgraph_from_dict  # noqa: E402
+from staticsched.frontend.taskgraph import TaskGraph, taskgraph_from_dict  # noqa: E402
+from staticsched.model.hardware_toml import load_hardware  # noqa: E402
 from staticsched.model.traffic import gm_traffic  # noqa: E402
 from staticsched.verify import verify  # noqa: E402
 

@@ -38,9 +38,9 @@ from mutations import (  # noqa: E402
 )
 
 from staticsched.api import compile_graph  # noqa: E402
-from staticsched.model.hardware import load_hardware  # noqa: E402
-from staticsched.model.lowering import lower  # noqa: E402
-from staticsched.model.taskgraph import load_graph, load_taskgraph, taskgraph_from_dict  # noqa: E402
+from staticsched.frontend.lowering import lower  # noqa: E402
+from staticsched.frontend.taskgraph import load_graph, load_taskgraph, taskgraph_from_dict  # noqa: E402
+from staticsched.model.hardware_toml import load_hardware  # noqa: E402
 from staticsched.verify import verify  # noqa: E402
 
 

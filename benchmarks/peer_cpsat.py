@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from staticsched.model.deps import edge_latency  # noqa: E402
-from staticsched.model.hardware import Hardware, load_hardware  # noqa: E402
+from staticsched.model.hardware import Hardware  # noqa: E402
+from staticsched.model.hardware_toml import load_hardware  # noqa: E402
 from staticsched.model.opgraph import OpGraph  # noqa: E402
 
 

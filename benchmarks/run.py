@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from staticsched.api import as_opgraph, compile_graph  # noqa: E402
-from staticsched.model.hardware import load_hardware  # noqa: E402
+from staticsched.model.hardware_toml import load_hardware  # noqa: E402
 from staticsched.solver import solve  # noqa: E402
 from staticsched.verify import verify  # noqa: E402
 

@@ -14,7 +14,8 @@ import math
 from collections.abc import Sequence
 
 from staticsched.errors import InputError
-from staticsched.model.hardware import Hardware, load_hardware
+from staticsched.model.hardware import Hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import Tensor
 from staticsched.model.opkinds import KINDS, ItemShape
 from staticsched.model.program import Instr, ProgItem, Program, Stream

@@ -76,7 +76,8 @@ from jssp import load_jobshop  # noqa: E402
 from peer_cpsat import peer_solve  # noqa: E402
 
 from benchmarks.synthetic import tile_pipeline  # noqa: E402
-from staticsched.model.hardware import Hardware, load_hardware  # noqa: E402
+from staticsched.model.hardware import Hardware  # noqa: E402
+from staticsched.model.hardware_toml import load_hardware  # noqa: E402
 from staticsched.model.opgraph import Item, Op, OpGraph, load_opgraph  # noqa: E402
 from staticsched.solver import build_problems, list_schedule, lower_bound, solve  # noqa: E402
 
@@ -129,8 +130,8 @@ def matmul_gelu(cores: int | None = None) -> tuple[OpGraph, Hardware]:
     hw = load_hardware("seed-davinci")
     if cores is None:
         try:
-            from staticsched.model.lowering import lower
-            from staticsched.model.taskgraph import load_graph
+            from staticsched.frontend.lowering import lower
+            from staticsched.frontend.taskgraph import load_graph
         except ImportError:
             cores = hw.cores
         else:
@@ -140,8 +141,8 @@ def matmul_gelu(cores: int | None = None) -> tuple[OpGraph, Hardware]:
 
 def lowered(example: str) -> tuple[OpGraph, Hardware]:
     """An example TaskGraph lowered on ``seed-davinci``."""
-    from staticsched.model.lowering import lower
-    from staticsched.model.taskgraph import load_graph
+    from staticsched.frontend.lowering import lower
+    from staticsched.frontend.taskgraph import load_graph
 
     hw = load_hardware("seed-davinci")
     return lower(load_graph(ROOT / "examples" / example), hw), hw

@@ -14,10 +14,11 @@ from staticsched.errors import (
     StaticschedError,
     TilingError,
 )
-from staticsched.model.hardware import Hardware, list_presets, load_hardware
+from staticsched.frontend.taskgraph import TaskGraph, load_graph, load_taskgraph
+from staticsched.model.hardware import Hardware
+from staticsched.model.hardware_toml import list_presets, load_hardware
 from staticsched.model.opgraph import OpGraph, load_opgraph
 from staticsched.model.schedule import Schedule
-from staticsched.model.taskgraph import TaskGraph, load_graph, load_taskgraph
 from staticsched.verify import Report, verify
 
 __all__ = [

@@ -34,6 +34,17 @@ class Problems:
             raise error(self.lines)
 
 
+def is_int(x: object) -> bool:
+    """An ``int`` that is not a ``bool`` (JSON and TOML give both)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def positive_ints(xs: Iterable[object], count: int | None = None) -> bool:
+    """Whether ``xs`` are all positive integers (and, with ``count``, exactly that many)."""
+    xs = list(xs)
+    return (count is None or len(xs) == count) and all(is_int(x) and x > 0 for x in xs)  # type: ignore[operator]
+
+
 _NAME_RE = re.compile(r"[A-Za-z0-9_.:/+\-\[\]#@]+")
 
 

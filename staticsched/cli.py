@@ -173,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_hw(args: argparse.Namespace) -> int:
     from staticsched.hwtable import hardware_table
-    from staticsched.model.hardware import list_presets, load_hardware
+    from staticsched.model.hardware_toml import list_presets, load_hardware
 
     if args.hw_cmd == "list":
         for name in list_presets():
@@ -197,7 +197,7 @@ def _budget(args: argparse.Namespace) -> int | None:
 def _cmd_lower(args: argparse.Namespace) -> int:
     from staticsched._atomic import atomic_write_text
     from staticsched.api import as_opgraph
-    from staticsched.model.hardware import load_hardware
+    from staticsched.model.hardware_toml import load_hardware
     from staticsched.model.opgraph import dumps_opgraph
 
     hw = load_hardware(args.hw)
@@ -221,7 +221,7 @@ def _outputs(args: argparse.Namespace, ops: int):
 
 def _cmd_schedule(args: argparse.Namespace) -> int:
     from staticsched.api import compile_graph
-    from staticsched.model.hardware import load_hardware
+    from staticsched.model.hardware_toml import load_hardware
 
     rep = _start(args)
     hw = load_hardware(args.hw)
@@ -282,7 +282,7 @@ def _finish(args: argparse.Namespace, hw, res, rep, write, more: Sequence[str] =
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     from staticsched.api import tune
-    from staticsched.model.hardware import load_hardware
+    from staticsched.model.hardware_toml import load_hardware
 
     bad = [f"{flag} must be >= {least}, got {value}" for flag, value, least in (
         ("--max-candidates", args.max_candidates, 1), ("--polish", args.polish, 0), ("--jobs", args.jobs, 1))
@@ -303,7 +303,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from staticsched.model.hardware import load_hardware
+    from staticsched.model.hardware_toml import load_hardware
     from staticsched.verify import verify
 
     if args.jitter < 0:

@@ -10,19 +10,24 @@ Runs are reproducible but not frozen. Every test draws its examples from one see
 The seed is printed in the pytest header; ``STATICSCHED_TEST_SEED=<seed> python -m pytest ...``
 (or pytest's ``--hypothesis-seed=<seed>``) reproduces a failure. ``default`` keeps the suite fast;
 ``thorough`` (``HYPOTHESIS_PROFILE=thorough``) multiplies the example counts of the end-to-end
-properties, through ``strategies.examples``, into the thousands.
+properties, through ``common.examples``, into the thousands.
+
+The tests mirror the package: the tests of ``staticsched/solver/`` are in ``tests/solver/``,
+and so on; what they share is in this directory (``common.py``: paths, presets, the thorough
+switch, the sequential replay; ``oracles.py``: the independent reference implementations;
+``strategies.py`` and ``task_strategies.py``: Hypothesis strategies; ``mutations.py``,
+``taskcases.py``, ``example_sets.py``).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
+from common import ROOT
 from hypothesis import HealthCheck, core, settings
 
-ROOT = Path(__file__).resolve().parent.parent
 SEED_ENV = "STATICSCHED_TEST_SEED"
 
 # no example database: what a run explores depends on the seed alone, not on earlier runs

@@ -16,8 +16,10 @@ from collections.abc import Callable
 import attrs
 import networkx as nx
 import numpy as np
+from oracles import hb_graph
 
-from staticsched.model.hardware import Hardware, load_hardware
+from staticsched.model.hardware import Hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opkinds import KINDS, item_shape
 from staticsched.model.program import Instr, Program, Stream
 from staticsched.verify import retime
@@ -318,31 +320,6 @@ def reverse_cross_pair(p: Program, seed: int = 0) -> Program:
 def _acyclic(p: Program) -> bool:
     """Independent check that program order plus n-th set -> n-th wait has no cycle."""
     return nx.is_directed_acyclic_graph(hb_graph(p))
-
-
-def hb_graph(p: Program) -> nx.DiGraph:
-    """Happens-before of a flags program as a graph of (stream, index) nodes: program order plus
-    n-th set -> n-th wait per flag key (an independent oracle, not the verifier's clocks)."""
-    g = nx.DiGraph()
-    sets: dict[tuple, list] = {}
-    waits: dict[tuple, list] = {}
-    for s, st in enumerate(p.streams):
-        for i, ins in enumerate(st.instrs):
-            g.add_node((s, i))
-            if i:
-                g.add_edge((s, i - 1), (s, i))
-            if ins.kind in ("set_flag", "wait_flag"):
-                key = ("f", st.core, ins.src, ins.dst, ins.event)
-            elif ins.kind == "set_cross":
-                key = ("c", st.core, ins.peer_core, ins.event)
-            elif ins.kind == "wait_cross":
-                key = ("c", ins.peer_core, st.core, ins.event)
-            else:
-                continue
-            (sets if ins.kind.startswith("set") else waits).setdefault(key, []).append((s, i))
-    for key, ss in sets.items():
-        g.add_edges_from(zip(ss, waits.get(key, []), strict=False))
-    return g
 
 
 def _orders(p: Program) -> tuple[dict[tuple, bool], dict[tuple, tuple]] | None:

@@ -13,6 +13,7 @@ from staticsched.errors import InfeasibleError
 from staticsched.model.deps import edge_latency
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import Edge, OpGraph
+from staticsched.model.program import Program
 
 
 def semi_active_starts(
@@ -112,3 +113,35 @@ def fluid_segments(
                 drained[i] = nxt
         t = nxt
     return segments, drained
+
+
+def hb_graph(
+    p: Program, pairs: Iterable[tuple[tuple[int, int], tuple[int, int]]] | None = None
+) -> nx.DiGraph:
+    """Happens-before of a flags program as a graph of (stream, index) nodes: program order
+    plus, per flag key, the n-th set -> the n-th wait (an independent oracle, not the
+    verifier's clocks; a counting flag's n-th wait needs n sets, so the edge holds for it too).
+    ``pairs`` replaces the set -> wait edges by given ones (a sync plan's own pairing)."""
+    g = nx.DiGraph()
+    sets: dict[tuple, list] = {}
+    waits: dict[tuple, list] = {}
+    for s, st in enumerate(p.streams):
+        for i, ins in enumerate(st.instrs):
+            g.add_node((s, i))
+            if i:
+                g.add_edge((s, i - 1), (s, i))
+            if ins.kind in ("set_flag", "wait_flag"):
+                key = ("f", st.core, ins.src, ins.dst, ins.event)
+            elif ins.kind == "set_cross":
+                key = ("c", st.core, ins.peer_core, ins.event)
+            elif ins.kind == "wait_cross":
+                key = ("c", ins.peer_core, st.core, ins.event)
+            else:
+                continue
+            (sets if ins.kind.startswith("set") else waits).setdefault(key, []).append((s, i))
+    if pairs is not None:
+        g.add_edges_from(pairs)
+        return g
+    for key, ss in sets.items():
+        g.add_edges_from(zip(ss, waits.get(key, []), strict=False))
+    return g

@@ -8,24 +8,16 @@ always exists and the pipeline must find one.
 
 from __future__ import annotations
 
-import os
-
+from common import preset
 from hypothesis import strategies as st
+from task_strategies import STRATEGIES
 
-from staticsched.model.hardware import Hardware, Space, SyncModel, Unit, load_hardware
+from staticsched.frontend.taskgraph import TaskGraph, taskgraph_from_dict
+from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
 from staticsched.model.opgraph import Item, Op, OpGraph
-from staticsched.model.taskgraph import TaskGraph, taskgraph_from_dict
 from staticsched.tasks import KINDS
 
 UNIT_POOL = ("MTE2", "MTE1", "CUBE", "VECTOR", "MTE3")
-THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
-
-
-def examples(n: int) -> int:
-    """``n`` examples by default, 50x that under the ``thorough`` profile."""
-    return n * 50 if THOROUGH else n
-
-
 @st.composite
 def hardware_models(draw, *, max_cores: int = 3, item_bytes: int = 1024) -> Hardware:
     """Hardware with 2-5 pipes, 1-``max_cores`` cores, an L1 from one slot to plenty,
@@ -133,20 +125,20 @@ def opgraphs(
 
 @st.composite
 def taskgraphs(draw, *, first: str | None = None, follow: int = 2) -> TaskGraph:
-    """A task of a registered kind (``first``, or drawn; each kind's own strategy draws random
+    """A task of a registered kind (``first``, or drawn; each kind's strategy of
+    :mod:`task_strategies` draws random
     shapes with tails, batch dims, ops, explicit tilings), then up to ``follow`` tasks chained
     on the previous output, so consumer blocks depend on producer blocks on other cores. Every
-    kind of the registry takes part, so a new kind is covered by the end-to-end properties
-    without touching this file."""
+    kind of the registry takes part (with its strategy), so a new kind is covered by the
+    end-to-end properties without touching this file."""
     tensors: dict = {}
     tasks: list[dict] = []
     src = None
     for i in range(1 + draw(st.integers(0, follow), label="chained tasks")):
-        # a follow-up task reads the previous output: every kind but attention can
-        pool = tuple(KINDS) if src is None else tuple(n for n in KINDS if n != "attention")
+        # a follow-up task reads the previous output: the kinds that can
+        pool = tuple(KINDS) if src is None else tuple(n for n in KINDS if STRATEGIES[n].follows)
         name = first if i == 0 and first else draw(st.sampled_from(pool), label=f"kind {i}")
-        kind = KINDS[name]
-        task = kind.strategy(draw, f"t{i}_", tensors, src)
+        task = STRATEGIES[name].draw(draw, f"t{i}_", tensors, src)
         tasks.append(task)
         out = task["out"]
         src = (out, tuple(tensors[out]["shape"]))
@@ -156,4 +148,4 @@ def taskgraphs(draw, *, first: str | None = None, follow: int = 2) -> TaskGraph:
 
 
 def seed_hw() -> Hardware:
-    return load_hardware("seed-davinci")
+    return preset("seed-davinci")

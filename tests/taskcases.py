@@ -6,15 +6,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from common import SEED, replay
 
 from staticsched.cli import main
-from staticsched.model.hardware import load_hardware
-from staticsched.model.lowering import estimate_ops, lower, plan_tasks
-from staticsched.model.opkinds import KINDS as OPKINDS
-from staticsched.model.reference import make_inputs, reference
-from staticsched.model.taskgraph import taskgraph_from_dict
-
-SEED = load_hardware("seed-davinci")
+from staticsched.frontend.lowering import estimate_ops, lower, plan_tasks
+from staticsched.frontend.reference import make_inputs, reference
+from staticsched.frontend.taskgraph import taskgraph_from_dict
 
 
 def graph(tensors: dict, *tasks: dict) -> dict:
@@ -26,18 +23,6 @@ def graph(tensors: dict, *tasks: dict) -> dict:
 def with_task(d: dict, **task) -> dict:
     """``d`` with its only task updated."""
     return {**d, "tasks": [{**d["tasks"][0], **task}]}
-
-
-def replay(g, inputs):
-    """The ops' NumPy semantics in list order (a valid sequential execution)."""
-    gm = {t.name: np.zeros(t.shape, dtype=t.dtype) for t in g.tensors}
-    for name, value in inputs.items():
-        gm[name][...] = value
-    bufs = {it.name: np.full(it.shape, np.nan, dtype=it.dtype) for it in g.items}
-    with np.errstate(all="ignore"):
-        for op in g.ops:
-            OPKINDS[op.kind].semantics(op.attr, [bufs[n] for n in op.reads], [bufs[n] for n in op.writes], gm)
-    return gm
 
 
 def max_error(d: dict, hw=SEED) -> float:
@@ -63,3 +48,29 @@ def cli_error_lines(d: dict, tmp_path, capsys) -> tuple[int, list[str]]:
     _, err = capsys.readouterr()
     assert "Traceback" not in err and not (tmp_path / "out").exists()
     return code, err.strip().splitlines()
+
+
+def run_cli(argv, capsys) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of the CLI on ``argv``."""
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def mlp(m: int, d: int, f: int) -> dict:
+    """x[m, d] . W1[d, f] + b1 -> gelu -> . W2[f, d] + b2: two matmuls chained through GM."""
+    return {
+        "format": "staticsched.taskgraph",
+        "version": 1,
+        "tensors": {
+            "x": {"shape": [m, d]}, "w1": {"shape": [d, f]}, "b1": {"shape": [f]},
+            "h": {"shape": [m, f]}, "w2": {"shape": [f, d]}, "b2": {"shape": [d]},
+            "y": {"shape": [m, d]},
+        },
+        "tasks": [
+            {"id": "up", "type": "matmul", "a": "x", "b": "w1", "out": "h",
+             "epilogue": [{"op": "bias", "tensor": "b1"}, {"op": "gelu"}]},
+            {"id": "down", "type": "matmul", "a": "h", "b": "w2", "out": "y",
+             "epilogue": [{"op": "bias", "tensor": "b2"}]},
+        ],
+    }

@@ -9,23 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from staticsched.cli import main
-
-ROOT = Path(__file__).resolve().parents[1]
-EX = ROOT / "examples"
-
-
-def run(argv, capsys):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+from common import EXAMPLES
+from taskcases import run_cli
 
 
 def test_hw_list_and_show(capsys):
-    code, out, _ = run(["hw", "list"], capsys)
+    code, out, _ = run_cli(["hw", "list"], capsys)
     assert code == 0 and "seed-davinci" in out and "double-buffer-demo" in out
-    code, out, _ = run(["hw", "show", "seed-davinci"], capsys)
+    code, out, _ = run_cli(["hw", "show", "seed-davinci"], capsys)
     assert code == 0
     for word in ("MTE2", "CUBE", "FIXPIPE", "L0C", "262144", "event ids", "4096 MAC/cycle"):
         assert word in out
@@ -33,7 +24,7 @@ def test_hw_list_and_show(capsys):
 
 def test_lower_writes_opgraph(tmp_path, capsys):
     out_file = tmp_path / "ops.json"
-    code, _out, _ = run(["lower", EX / "matmul_bias_gelu.json", "--hw", "seed-davinci", "-o",
+    code, _out, _ = run_cli(["lower", EXAMPLES / "matmul_bias_gelu.json", "--hw", "seed-davinci", "-o",
                         out_file], capsys)
     assert code == 0 and out_file.exists()
     assert json.loads(out_file.read_text())["format"] == "staticsched.opgraph"
@@ -41,21 +32,21 @@ def test_lower_writes_opgraph(tmp_path, capsys):
 
 def test_schedule_writes_files_and_verifies(tmp_path, capsys):
     outdir = tmp_path / "out"
-    code, out, _ = run(["schedule", EX / "double_buffer.json", "--hw", "double-buffer-demo",
+    code, out, _ = run_cli(["schedule", EXAMPLES / "double_buffer.json", "--hw", "double-buffer-demo",
                         "-o", outdir, "--quiet"], capsys)
     assert code == 0, out
     assert "makespan     : 1060 cycles" in out and "verification : clean" in out
     names = sorted(p.name for p in outdir.iterdir())
     assert names == sorted(["timetable.json", "timetable.csv", "timetable.txt", "program.txt",
                             "program.json", "bundles.txt", "trace.json", "gantt.svg"])
-    code, out, _ = run(["verify", outdir / "program.txt", "--hw", "double-buffer-demo",
+    code, out, _ = run_cli(["verify", outdir / "program.txt", "--hw", "double-buffer-demo",
                         "--jitter", "5"], capsys)
     assert code == 0, out
 
 
 def test_schedule_twice_is_byte_identical(tmp_path, capsys):
     for name in ("a", "b"):
-        code, _, _ = run(["schedule", EX / "matmul_bias_gelu.json", "--hw", "seed-davinci",
+        code, _, _ = run_cli(["schedule", EXAMPLES / "matmul_bias_gelu.json", "--hw", "seed-davinci",
                           "-o", tmp_path / name, "--quiet", "--no-verify"], capsys)
         assert code == 0
     for f in ("timetable.json", "program.txt", "program.json", "bundles.txt", "trace.json"):
@@ -64,7 +55,7 @@ def test_schedule_twice_is_byte_identical(tmp_path, capsys):
 
 def test_verify_reports_broken_program(tmp_path, capsys):
     outdir = tmp_path / "out"
-    assert run(["schedule", EX / "double_buffer.json", "--hw", "double-buffer-demo", "-o", outdir,
+    assert run_cli(["schedule", EXAMPLES / "double_buffer.json", "--hw", "double-buffer-demo", "-o", outdir,
                 "--quiet", "--no-verify"], capsys)[0] == 0
     from mutations import delete_wait
 
@@ -73,13 +64,13 @@ def test_verify_reports_broken_program(tmp_path, capsys):
     # drop one WAIT_FLAG: its SET is left unpaired and the consumer races with its producer
     broken = tmp_path / "broken.txt"
     broken.write_text(dumps_program_text(delete_wait(load_program(outdir / "program.txt"))))
-    code, out, _ = run(["verify", broken, "--hw", "double-buffer-demo"], capsys)
+    code, out, _ = run_cli(["verify", broken, "--hw", "double-buffer-demo"], capsys)
     assert code == 1
     assert "unpaired_set" in out or "unpaired set" in out
 
 
 def _hostile_cases(tmp: Path) -> list[tuple[str, list, str]]:
-    good = json.loads((EX / "double_buffer.json").read_text())
+    good = json.loads((EXAMPLES / "double_buffer.json").read_text())
 
     def write(name: str, content) -> Path:
         p = tmp / name
@@ -98,7 +89,7 @@ def _hostile_cases(tmp: Path) -> list[tuple[str, list, str]]:
     wrong_type["items"]["t0"]["bytes"] = "32768"
     huge = json.loads(json.dumps(good))
     huge["items"]["t0"]["bytes"] = 10**30
-    tg = json.loads((EX / "matmul_gelu.json").read_text())
+    tg = json.loads((EXAMPLES / "matmul_gelu.json").read_text())
     big_tg = write("big.json", tg)
     hw_bad = write("hw.toml", 'name = "x"\ncores = 1\n[units.A]\n[spaces.L1]\ncapacity = -1\n')
     dbl = "double-buffer-demo"
@@ -118,12 +109,12 @@ def _hostile_cases(tmp: Path) -> list[tuple[str, list, str]]:
          "'bytes' must be an integer"),
         ("huge", ["schedule", write("huge.json", huge), "--hw", dbl], "do not fit space 'L1'"),
         ("missing file", ["schedule", tmp / "nope.json", "--hw", dbl], "no such file"),
-        ("bad hw", ["schedule", EX / "double_buffer.json", "--hw", hw_bad], "capacity"),
-        ("unknown preset", ["schedule", EX / "double_buffer.json", "--hw", "nochip"],
+        ("bad hw", ["schedule", EXAMPLES / "double_buffer.json", "--hw", hw_bad], "capacity"),
+        ("unknown preset", ["schedule", EXAMPLES / "double_buffer.json", "--hw", "nochip"],
          "no such hardware file or preset"),
         ("op budget", ["schedule", big_tg, "--hw", "seed-davinci", "--op-budget", "1000"],
          "1000"),
-        ("bad option", ["schedule", EX / "double_buffer.json", "--hw", dbl, "--time-limit", "-1"],
+        ("bad option", ["schedule", EXAMPLES / "double_buffer.json", "--hw", dbl, "--time-limit", "-1"],
          "time_limit"),
         ("binary", ["schedule", write("bin.json", "\x00\xff\xfe"), "--hw", dbl], "JSON"),
         ("deep nesting", ["schedule", write("deep.json", "[" * 100000 + "]" * 100000),
@@ -135,7 +126,7 @@ def _hostile_cases(tmp: Path) -> list[tuple[str, list, str]]:
 def test_hostile_input_exits_2_cleanly(tmp_path, capsys, case):
     name, argv, needle = _hostile_cases(tmp_path)[case]
     outdir = tmp_path / "outdir"
-    code, out, err = run([*argv, "-o", outdir, "--quiet"], capsys)
+    code, out, err = run_cli([*argv, "-o", outdir, "--quiet"], capsys)
     assert code == 2, (name, out, err)
     assert needle in err, (name, err)
     assert "Traceback" not in err
@@ -159,5 +150,5 @@ def test_lower_bad_input_leaves_no_file(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "staticsched.taskgraph", "version": 1, "tensors": {}, "tasks": 3}')
     out_file = tmp_path / "ops.json"
-    code, _, err = run(["lower", bad, "--hw", "seed-davinci", "-o", out_file], capsys)
+    code, _, err = run_cli(["lower", bad, "--hw", "seed-davinci", "-o", out_file], capsys)
     assert code == 2 and "tasks" in err and not out_file.exists()

@@ -11,6 +11,8 @@ import stat
 from importlib import resources
 
 import pytest
+from common import EXAMPLES
+from taskcases import run_cli
 
 import staticsched
 from staticsched.cli import DEFAULT_JITTER, _parser, main
@@ -18,11 +20,10 @@ from staticsched.emit import OUTPUT_FILES, choose_outputs, load_program
 from staticsched.emit.files import LARGE_PROGRAM_OPS
 from staticsched.errors import InputError
 from staticsched.progress import Progress
-from tests.test_cli import EX, run
 
 
 def test_no_command_prints_the_help(capsys):
-    code, _out, err = run([], capsys)
+    code, _out, err = run_cli([], capsys)
     assert code == 2
     assert "usage: staticsched" in err and "schedule" in err and "examples" in err
     assert "required" not in err
@@ -53,11 +54,12 @@ def test_every_option_of_schedule_and_verify_has_help():
 
 
 def test_examples_command_copies_the_shipped_examples(tmp_path, capsys):
-    code, _out, _ = run(["examples", tmp_path / "ex"], capsys)
+    code, _out, _ = run_cli(["examples", tmp_path / "ex"], capsys)
     assert code == 0
-    shipped = sorted(p.name for p in EX.iterdir() if p.suffix in (".json", ".toml"))
+    shipped = sorted(p.name for p in EXAMPLES.iterdir() if p.suffix in (".json", ".toml"))
     assert sorted(p.name for p in (tmp_path / "ex").iterdir()) == shipped
-    assert (tmp_path / "ex" / "double_buffer.json").read_bytes() == (EX / "double_buffer.json").read_bytes()
+    shipped_bytes = (EXAMPLES / "double_buffer.json").read_bytes()
+    assert (tmp_path / "ex" / "double_buffer.json").read_bytes() == shipped_bytes
     # and they are package data (an installed wheel has them, not only a clone)
     assert (resources.files("staticsched") / "examples" / "double_buffer.json").is_file()
 
@@ -68,7 +70,7 @@ def test_py_typed_marker_is_shipped():
 
 def test_lower_into_a_path_under_a_file_is_bad_input(tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
-    code, _, err = run(["lower", EX / "chain.json", "--hw", "seed-davinci", "-o",
+    code, _, err = run_cli(["lower", EXAMPLES / "chain.json", "--hw", "seed-davinci", "-o",
                         tmp_path / "afile" / "x.json"], capsys)
     assert code == 2
     assert err.splitlines() == [f"staticsched: error: {tmp_path / 'afile' / 'x.json'}: cannot write: "
@@ -78,9 +80,9 @@ def test_lower_into_a_path_under_a_file_is_bad_input(tmp_path, capsys):
 def test_lower_and_schedule_files_follow_the_umask(tmp_path, capsys):
     old = os.umask(0o027)
     try:
-        assert run(["lower", EX / "double_buffer.json", "--hw", "double-buffer-demo", "-o",
+        assert run_cli(["lower", EXAMPLES / "double_buffer.json", "--hw", "double-buffer-demo", "-o",
                     tmp_path / "ops.json"], capsys)[0] == 0
-        assert run(["schedule", EX / "double_buffer.json", "--hw", "double-buffer-demo", "-o",
+        assert run_cli(["schedule", EXAMPLES / "double_buffer.json", "--hw", "double-buffer-demo", "-o",
                     tmp_path / "out", "--quiet", "--no-verify"], capsys)[0] == 0
     finally:
         os.umask(old)
@@ -93,28 +95,28 @@ def test_lower_and_schedule_files_follow_the_umask(tmp_path, capsys):
 def test_error_lines_name_the_file(tmp_path, capsys):
     top = tmp_path / "top.json"
     top.write_text("[1, 2, 3]")
-    code, _, err = run(["schedule", top, "--hw", "seed-davinci", "-o", tmp_path / "o", "-q"], capsys)
+    code, _, err = run_cli(["schedule", top, "--hw", "seed-davinci", "-o", tmp_path / "o", "-q"], capsys)
     assert code == 2
     assert err.splitlines() == [f"staticsched: error: {top}: top level must be a JSON object "
                                 "(a TaskGraph or an OpGraph), got list"]
-    data = json.loads((EX / "matmul_bias_gelu.json").read_text())
+    data = json.loads((EXAMPLES / "matmul_bias_gelu.json").read_text())
     data["tasks"][0]["tiling"] = {"base_m": 128, "base_n": 128, "base_k": 512}
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
-    code, _, err = run(["schedule", bad, "--hw", "seed-davinci", "-o", tmp_path / "o", "-q"], capsys)
+    code, _, err = run_cli(["schedule", bad, "--hw", "seed-davinci", "-o", tmp_path / "o", "-q"], capsys)
     assert code == 2 and len(err.splitlines()) == 2
     assert all(line.startswith(f"staticsched: error: {bad}: task 'mm': ") for line in err.splitlines())
     og = {"format": "staticsched.opgraph", "version": 1, "items": {},
           "ops": [{"id": "a", "unit": "NOPE", "duration": 1}]}
     ogf = tmp_path / "og.json"
     ogf.write_text(json.dumps(og))
-    code, _, err = run(["lower", ogf, "--hw", "seed-davinci", "-o", tmp_path / "x.json"], capsys)
+    code, _, err = run_cli(["lower", ogf, "--hw", "seed-davinci", "-o", tmp_path / "x.json"], capsys)
     assert code == 2 and err.startswith(f"staticsched: error: {ogf}: op 'a': unknown unit 'NOPE'")
     assert not (tmp_path / "o").exists()
 
 
 def test_phases_are_announced_and_timed_in_plain_lines(tmp_path, capsys):
-    code, out, err = run(["schedule", EX / "matmul_bias_gelu.json", "--hw", "seed-davinci", "-o",
+    code, out, err = run_cli(["schedule", EXAMPLES / "matmul_bias_gelu.json", "--hw", "seed-davinci", "-o",
                           tmp_path / "o"], capsys)
     assert code == 0
     for phase in ("lower", "solve", "plan sync", "build program", "verify", "write"):
@@ -133,7 +135,7 @@ def test_phases_are_announced_and_timed_in_plain_lines(tmp_path, capsys):
 
 
 def test_quiet_silences_every_progress_line(tmp_path, capsys):
-    code, _, err = run(["schedule", EX / "matmul_bias_gelu.json", "--hw", "seed-davinci", "-o",
+    code, _, err = run_cli(["schedule", EXAMPLES / "matmul_bias_gelu.json", "--hw", "seed-davinci", "-o",
                         tmp_path / "o", "--quiet"], capsys)
     assert code == 0 and err == ""
 
@@ -157,7 +159,7 @@ def test_a_terminal_gets_a_bar_updated_in_place():
 
 def test_outputs_choice_and_compression(tmp_path, capsys):
     out = tmp_path / "o"
-    code, stdout, _ = run(["schedule", EX / "double_buffer.json", "--hw", "double-buffer-demo",
+    code, stdout, _ = run_cli(["schedule", EXAMPLES / "double_buffer.json", "--hw", "double-buffer-demo",
                            "-o", out, "-q", "--outputs", "timetable.json.gz,program.txt,trace.json"],
                           capsys)
     assert code == 0
@@ -165,17 +167,17 @@ def test_outputs_choice_and_compression(tmp_path, capsys):
     tt = json.loads(gzip.decompress((out / "timetable.json.gz").read_bytes()))
     assert tt["makespan"] == 1060
     out2 = tmp_path / "o2"
-    assert run(["schedule", EX / "double_buffer.json", "--hw", "double-buffer-demo", "-o", out2,
+    assert run_cli(["schedule", EXAMPLES / "double_buffer.json", "--hw", "double-buffer-demo", "-o", out2,
                 "-q", "--compress"], capsys)[0] == 0
     names = sorted(p.name for p in out2.iterdir())
     assert names == sorted(n + ".gz" if n.endswith(".json") else n for n in OUTPUT_FILES)
     # every reader takes the gzip files; gzip carries no time stamp: same bytes every run
     program = load_program(out2 / "program.json.gz")
     assert program == load_program(out / "program.txt")
-    code, stdout, _ = run(["verify", out2 / "program.json.gz", "--hw", "double-buffer-demo"], capsys)
+    code, stdout, _ = run_cli(["verify", out2 / "program.json.gz", "--hw", "double-buffer-demo"], capsys)
     assert code == 0, stdout
     out3 = tmp_path / "o3"
-    assert run(["schedule", EX / "double_buffer.json", "--hw", "double-buffer-demo", "-o", out3,
+    assert run_cli(["schedule", EXAMPLES / "double_buffer.json", "--hw", "double-buffer-demo", "-o", out3,
                 "-q", "--compress"], capsys)[0] == 0
     for name in names:
         assert (out2 / name).read_bytes() == (out3 / name).read_bytes(), name
@@ -197,7 +199,7 @@ def test_large_programs_get_compressed_json_by_default_and_say_so():
 
 
 def test_api_writes_the_output_files(tmp_path):
-    res = staticsched.compile_graph(EX / "double_buffer.json", "double-buffer-demo")
+    res = staticsched.compile_graph(EXAMPLES / "double_buffer.json", "double-buffer-demo")
     paths = res.write(tmp_path / "o", outputs=["timetable.csv", "gantt.svg"])
     assert [p.name for p in paths] == ["timetable.csv", "gantt.svg"]
     assert [name for name, _ in res.timings] == ["lower", "solve", "plan sync", "build program"]

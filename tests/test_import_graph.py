@@ -1,7 +1,9 @@
-"""The modules of staticsched import each other without circles, lazy imports included.
+"""The modules of staticsched form a strict stack: each package imports only the layers below
+it (:data:`LAYERS`, drawn in docs/design.md), and no modules import each other in a circle.
 
-Every ``import``/``from ... import`` anywhere in a module (at the top or inside a function)
-is an edge, except those under ``if TYPE_CHECKING:``, which never run. ``from pkg import sub``
+Every ``import``/``from ... import`` anywhere in a module (at the top, inside a function, or
+under ``if TYPE_CHECKING:``, which would hide a circle the annotations still have) is an
+edge. ``from pkg import sub``
 of a submodule is an edge to the submodule (Python runs the package's ``__init__`` first, as
 for any submodule, which every module of a package does); ``from pkg import name`` of anything
 else is an edge to the package. A call of ``importlib.import_module`` (the task-kind registry)
@@ -16,8 +18,9 @@ import ast
 from pathlib import Path
 
 import networkx as nx
+from common import PACKAGE
 
-ROOT = Path(__file__).resolve().parents[1] / "staticsched"
+ROOT = PACKAGE
 
 
 def _modules() -> dict[str, Path]:
@@ -30,15 +33,29 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for sub in node.body:
-                for n in ast.walk(sub):
-                    if hasattr(n, "lineno"):
-                        lines.add(n.lineno)
-    return lines
+#: the stack, bottom first: a unit (a top-level module, or a package with its submodules)
+#: imports only units of lower layers; units of one layer do not import each other
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "options", "progress"),
+    ("_fields", "_atomic"),
+    ("shipped",),
+    ("model",),
+    ("tasks",),
+    ("frontend",),
+    ("formats",),
+    ("solver", "emit", "verify"),
+    ("pipeline",),
+    ("explore",),
+    ("api",),
+    ("", "hwtable"),  # "": the package's own __init__
+    ("cli",),
+    ("__main__",),
+)
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
 
 
 def import_graph() -> nx.DiGraph:
@@ -47,11 +64,8 @@ def import_graph() -> nx.DiGraph:
     g.add_nodes_from(mods)
     for name, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = _type_checking_lines(tree)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(tree):
-            if getattr(node, "lineno", None) in skip:
-                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -85,6 +99,18 @@ def _strings(tree: ast.AST) -> set[str]:
 def test_no_import_circles():
     cycles = sorted(sorted(c) for c in nx.simple_cycles(import_graph()))
     assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_every_import_runs_down_the_stack():
+    layer = {u: k for k, units in enumerate(LAYERS) for u in units}
+    g = import_graph()
+    unplaced = sorted({_unit(n) for n in g.nodes} - set(layer))
+    assert unplaced == [], f"units in no layer of LAYERS: {unplaced}"
+    upward = sorted(f"{a} -> {b} ({_unit(a) or 'staticsched'} is layer {layer[_unit(a)]}, "
+                    f"{_unit(b) or 'staticsched'} layer {layer[_unit(b)]})"
+                    for a, b in g.edges
+                    if _unit(a) != _unit(b) and layer[_unit(a)] <= layer[_unit(b)])
+    assert upward == [], "\n".join(upward)
 
 
 def test_the_verifier_does_not_reach_the_producer():

@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from common import ROOT
+from taskcases import mlp
 
 import staticsched
-from tests.test_event_budgets import _mlp
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +71,7 @@ def _run_until(tmp_path: Path, args: list[str], marker: str) -> tuple[int, str]:
 def mlp_file(tmp_path_factory) -> Path:
     # 11k ops on 16 cores: long enough in every phase that the signal lands inside it
     path = tmp_path_factory.mktemp("mlp") / "mlp.json"
-    path.write_text(json.dumps(_mlp(512, 1024, 4096)))
+    path.write_text(json.dumps(mlp(512, 1024, 4096)))
     return path
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from common import examples
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 from mutations import (
@@ -19,7 +20,7 @@ from mutations import (
     same_reads,
     shrink_capacity,
 )
-from strategies import examples, hardware_models, opgraphs, seed_hw, taskgraphs
+from strategies import hardware_models, opgraphs, seed_hw, taskgraphs
 
 from staticsched.api import compile_graph
 from staticsched.emit import dumps_program_text, dumps_timetable_json, parse_program_text
@@ -186,7 +187,7 @@ def test_dataflow_and_cost_mutations_are_reported_on_taskgraph_programs(tg, mode
 def test_shrunk_capacity_is_reported(example):
     hw = "double-buffer-demo" if example == "double_buffer.json" else "seed-davinci"
     res = _compile(f"examples/{example}", hw, "list")
-    from staticsched.model.hardware import load_hardware
+    from staticsched.model.hardware_toml import load_hardware
 
     small = shrink_capacity(load_hardware(hw), res.program)
     report = verify(res.program, small)

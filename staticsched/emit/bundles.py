@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from staticsched.formats.encoding import MNEMONIC, quote
-from staticsched.model.program import Instr, Program
+from staticsched.model.program import CROSS_KINDS, FLAG_KINDS, Instr, Program
 
 #: at most this many cycle lines are written; the file says when it stops early
 MAX_LINES = 200_000
 
 
 def _short(ins: Instr) -> str:
-    if ins.kind in ("set_flag", "wait_flag"):
+    if ins.kind in FLAG_KINDS:
         return f"{MNEMONIC[ins.kind]} {quote(ins.src)} {quote(ins.dst)} {ins.event}"
-    if ins.kind in ("set_cross", "wait_cross"):
+    if ins.kind in CROSS_KINDS:
         return f"{MNEMONIC[ins.kind]} {ins.peer_core} {ins.event}"
     return f"{MNEMONIC.get(ins.kind, ins.kind.upper())} {quote(ins.id)}"
 

@@ -111,8 +111,8 @@ def candidate_lines(schedule: Schedule) -> list[str]:
     tune`` searches them); a count that stopped early says "at least"."""
     if not schedule.graph.source:
         return []
-    from staticsched.explore.space import count_candidates, tunable
-    from staticsched.model.taskgraph import taskgraph_from_dict
+    from staticsched.frontend.taskgraph import taskgraph_from_dict
+    from staticsched.tasks.space import count_candidates, tunable
 
     tg = taskgraph_from_dict(json.loads(schedule.graph.source))
     parts = []
@@ -165,12 +165,12 @@ def tiling_lines(schedule: Schedule) -> list[str]:
 
 
 def tilings(schedule: Schedule) -> tuple:
-    """The :class:`~staticsched.model.lowering.TilingInfo` of every task of the source
+    """The :class:`~staticsched.frontend.lowering.TilingInfo` of every task of the source
     TaskGraph; recomputed from the source and the hardware, as lowering did."""
     if not schedule.graph.source:
         return ()
-    from staticsched.model.lowering import tiling_info
-    from staticsched.model.taskgraph import taskgraph_from_dict
+    from staticsched.frontend.lowering import tiling_info
+    from staticsched.frontend.taskgraph import taskgraph_from_dict
 
     return tiling_info(taskgraph_from_dict(json.loads(schedule.graph.source)), schedule.hw)
 

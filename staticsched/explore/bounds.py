@@ -66,8 +66,8 @@ def solver_bound(og: OpGraph, hw: Hardware) -> tuple[int, str]:
     """The lower bound the solver computes for the lowered graph ``og`` on ``hw``, raised by
     the memory bound (:func:`memory_bound`), and its source
     (``pipe 3:CUBE``, ``critical_path``, ``link L2``, ``memory L0B core 0``)."""
+    from staticsched.solver.bounds import chip_lower_bound
     from staticsched.solver.decompose import build_problems
-    from staticsched.solver.solve import chip_lower_bound
 
     value, source, _ = chip_lower_bound(og, hw, build_problems(og, hw))
     memory, where = memory_bound(og, hw)

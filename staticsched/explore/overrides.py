@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from staticsched.errors import InputError
-from staticsched.model.hardware import Hardware, hardware_from_dict
+from staticsched.model.hardware import Hardware
+from staticsched.model.hardware_toml import hardware_from_dict
 
 #: keys a table may have even when the base model leaves them out (their defaults apply)
 _OPTIONAL = {

@@ -33,9 +33,9 @@ _TAIL = ("status", "makespan", "makespan_us", "lower_bound", "gap", "stop_reason
 def evaluate(point: Point) -> dict[str, Any]:
     """Schedule one point; return ``{"key", "row", "seconds"}`` (never raises for bad input:
     the error goes in the row)."""
-    from staticsched.api import compile_graph
     from staticsched.explore.overrides import override_hardware
-    from staticsched.model.hardware import hardware_document
+    from staticsched.model.hardware_toml import hardware_document
+    from staticsched.pipeline import compile_graph
 
     t0 = time.perf_counter()
     row: dict[str, Any]
@@ -43,7 +43,7 @@ def evaluate(point: Point) -> dict[str, Any]:
         doc, where = hardware_document(point.hw)
         hw = override_hardware(doc, where, dict(point.overrides))
         if point.graph.tune:
-            from staticsched.api import tune
+            from staticsched.explore.tune import tune
 
             res = tune(point.graph.path, hw, method=point.method, mode=point.mode,
                        time_limit=point.time_limit, seed=point.seed).best
@@ -102,7 +102,7 @@ def columns(spec: SweepSpec, rows: Iterable[dict[str, Any]]) -> list[str]:
     """The CSV header, in a fixed order whatever order the rows' keys come in: point, graph,
     tuned, the swept parameters, the figures, utilisation per pipe and bytes per link (in the
     base hardware's order), then verification and error."""
-    from staticsched.model.hardware import hardware_document, hardware_from_dict
+    from staticsched.model.hardware_toml import hardware_document, hardware_from_dict
 
     doc, where = hardware_document(spec.hw)
     hw = hardware_from_dict(doc, where)

@@ -43,7 +43,7 @@ from staticsched._fields import (
 )
 from staticsched.errors import InputError, StaticschedError
 from staticsched.explore.overrides import override_hardware
-from staticsched.model.hardware import hardware_document
+from staticsched.model.hardware_toml import hardware_document
 from staticsched.options import METHODS, MODES
 
 _SWEEP_KEYS = ("hw", "graphs", "method", "mode", "time_limit", "seed", "verify", "name")

@@ -1,6 +1,6 @@
 """Tuning: search the tilings of a TaskGraph's tasks for the shortest schedule.
 
-The search, per tunable task (:mod:`staticsched.explore.space`), in dependency order, the
+The search, per tunable task (:mod:`staticsched.tasks.space`), in dependency order, the
 other tasks keeping the best tiling found so far (coordinate-wise: one pass, not a product
 of every task's tilings):
 
@@ -35,13 +35,21 @@ from typing import Any
 
 import attrs
 
-from staticsched.errors import StaticschedError
+from staticsched.errors import InputError, StaticschedError
 from staticsched.explore.bounds import bound_of, fixed_work, solver_bound
-from staticsched.explore.space import SPACES, candidates, tiling_label, used_tiling
+from staticsched.explore.workbound import MatmulBounds
+from staticsched.frontend.taskgraph import TaskGraph, load_graph
 from staticsched.model.hardware import Hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import OpGraph
-from staticsched.model.taskgraph import TaskGraph
-from staticsched.progress import Progress
+from staticsched.options import DEFAULT_OP_BUDGET, option_problems
+from staticsched.pipeline import compile_graph, naming
+from staticsched.progress import Progress, as_progress
+from staticsched.tasks.space import SPACES, candidates, tiling_label, used_tiling
+
+#: a cheap lower bound of each tunable kind's tilings: ``BOUNDS[kind](task, hw).work(tiling)``
+#: is a :class:`~staticsched.explore.bounds.Work`
+BOUNDS: dict[str, Callable[[Any, Hardware], Any]] = {"matmul": MatmulBounds}
 
 #: candidates scheduled per round (whatever the number of workers, so results do not depend on it)
 ROUND = 4
@@ -142,7 +150,7 @@ class Search:
         self.tasks = [t for t in tg.ordered_tasks if t.type in SPACES]
         self.current = {t.id: used_tiling(t, hw) for t in self.tasks}
         self.baseline = tuple(sorted(self.current.items()))
-        self.bounds = {t.id: SPACES[t.type].bounds(t, hw) for t in self.tasks}
+        self.bounds = {t.id: BOUNDS[t.type](t, hw) for t in self.tasks}
         self.rows: list[Row] = []
         #: (makespan, row index, 0 for CP-SAT else 1, Compiled): CP-SAT's wins a tie
         self.best: tuple[int, int, int, Any] | None = None
@@ -244,7 +252,7 @@ class Search:
     def _exact(self, row: Row) -> OpGraph | None:
         """Lower ``row``'s graph and compute the solver's bound; the lowered graph, or None
         when lowering fails (the row records the error)."""
-        from staticsched.model.lowering import lower
+        from staticsched.frontend.lowering import lower
 
         try:
             og = lower(self.graph_of(row.assignment), self.hw, op_budget=self.opts.op_budget)
@@ -316,3 +324,101 @@ def run_tune(graph: TaskGraph, hw: Hardware, opts: TuneOptions, compile_fn: Call
     best_row = search.rows[search.best[1]]
     return Tuned(search.best[3], search.graph_of(best_row.assignment), tuple(search.rows),
                  tuple(search.legal), source)
+
+
+def tune(
+    graph: Any,
+    hw: Hardware | str | Path,
+    *,
+    method: str = "cpsat",
+    time_limit: float = 10.0,
+    max_candidates: int = 32,
+    polish: int = 3,
+    seed: int = 0,
+    workers: int = 1,
+    mode: str = "flags",
+    op_budget: int | None = DEFAULT_OP_BUDGET,
+    wall_clock: bool = False,
+    link_policy: str = "auto",
+    jobs: int = 1,
+    ray: str | None = None,
+    progress: Progress | Callable[[str], None] | None = None,
+    steps: bool = False,
+) -> Any:
+    """Search the tilings of a task graph's tasks for the shortest schedule.
+
+    Each tunable task (``matmul``; the other kinds keep their derived tiling) is tuned in turn,
+    the others fixed at their best so far. Its legal tilings (base m/n/k in multiples of the
+    Cube's fractal, double buffering, L1 reuse steps where the tiling has them) are visited in
+    the order of their lower bound; the tiling the task already has is scheduled first. Each
+    is scheduled with the list scheduler, and the search stops when the next bound reaches the
+    best makespan (the rest are pruned: they cannot beat it) or after ``max_candidates``
+    schedules. With ``method="cpsat"`` the ``polish`` best are then improved by CP-SAT. The
+    details are in :mod:`staticsched.explore.tune`.
+
+    Parameters
+    ----------
+    graph : TaskGraph, str or Path
+        A TaskGraph or its path (an OpGraph has no tiling to choose).
+    hw : Hardware, str or Path
+        A hardware model, a preset name or a TOML path.
+    method : {"cpsat", "list"}
+        ``"list"``: the list schedules alone; ``"cpsat"``: then CP-SAT on the ``polish`` best.
+    time_limit : float
+        Seconds of CP-SAT search per polished candidate (as for :func:`staticsched.api.schedule`).
+    max_candidates : int
+        At most this many candidates are list scheduled (the baseline included).
+    polish : int
+        How many of the best list schedules CP-SAT improves (``method="cpsat"``).
+    seed, workers, mode, op_budget, wall_clock, link_policy
+        As for :func:`staticsched.api.schedule`, for every candidate.
+    jobs : int
+        Local worker processes scheduling candidates side by side (rounds of 4 candidates, so
+        the result does not depend on ``jobs``).
+    ray : str, optional
+        Schedule candidates as Ray tasks: ``"auto"`` or a cluster address (needs the
+        ``staticsched[ray]`` extra).
+    progress : Progress or callable, optional
+        Receives progress lines.
+    steps : bool
+        Also search the matmul's L1 reuse steps (``step_m``/``step_n`` in 1, 2, 4): up to 9
+        times the tilings, and the cheap bound does not yet credit what reuse saves, so the
+        search lowers many more candidates (minutes on a 1000x777 GEMM).
+
+    Returns
+    -------
+    staticsched.explore.tune_report.Tuned
+        ``best`` (a :class:`~staticsched.pipeline.Compiled`), ``graph`` (the TaskGraph with the best tilings),
+        ``rows`` (every candidate), ``csv_text()``, ``picture()``, ``write(outdir)``.
+
+    Raises
+    ------
+    StaticschedError
+        For bad input or options (``InputError``, one line per problem), or when no candidate
+        can be scheduled.
+    """
+    bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers)
+    counts = (("max_candidates", max_candidates, 1), ("polish", polish, 0), ("jobs", jobs, 1))
+    for name, value, least in counts:
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            bad.append(f"{name} must be an integer >= {least}, got {value!r}")
+    if bad:
+        raise InputError(bad)
+    rep = as_progress(progress)
+    source = str(graph) if isinstance(graph, str | Path) else ""
+    hw = load_hardware(hw)
+    if isinstance(graph, str | Path):
+        graph = load_graph(graph)
+    if not isinstance(graph, TaskGraph):
+        what = "an OpGraph" if isinstance(graph, OpGraph) else type(graph).__name__
+        raise InputError(f"{source or 'graph'}: tune needs a TaskGraph, got {what} (no tiling to choose)")
+    opts = TuneOptions(method=method, mode=mode, time_limit=time_limit, seed=seed, workers=workers,
+                       wall_clock=wall_clock, link_policy=link_policy, op_budget=op_budget,
+                       max_candidates=max_candidates, polish=polish, steps=steps)
+    try:
+        return run_tune(graph, hw, opts, compile_graph, jobs=jobs, ray_address=ray, progress=rep,
+                        source=source)
+    except StaticschedError as exc:
+        if not source:
+            raise
+        raise naming(exc, source) from None

@@ -17,8 +17,8 @@ from typing import Any
 
 import attrs
 
-from staticsched.explore.space import tiling_fields, tiling_label
-from staticsched.model.taskgraph import TaskGraph, taskgraph_to_dict
+from staticsched.frontend.taskgraph import TaskGraph, taskgraph_to_dict
+from staticsched.tasks.space import tiling_fields, tiling_label
 
 #: columns of tune.csv around the tiling fields (the union over the tuned tasks' kinds)
 HEAD = ("candidate", "task")

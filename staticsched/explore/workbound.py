@@ -284,9 +284,3 @@ def _spread_bound(costs: np.ndarray, cores: int) -> int:
             break
         best = max(best, int(cs[top] - cs[top - k - 1]))
     return best
-
-
-def matmul_work(task: Any, tiling: Any, hw: Hardware) -> Work:
-    """The :class:`Work` of a matmul task cut by ``tiling`` (one-off; tuning keeps a
-    :class:`MatmulBounds` per task)."""
-    return MatmulBounds(task, hw).work(tiling)

@@ -8,13 +8,12 @@ Both forms carry exactly the fields an instruction of its kind uses (see
 from __future__ import annotations
 
 import json
-import math
 import re
-from typing import Any
 
 from staticsched.errors import ProgramError
+from staticsched.model.attrcodec import value_ok
 from staticsched.model.opkinds import KINDS
-from staticsched.model.program import SYNC_KINDS, Instr, Program
+from staticsched.model.program import SYNC_MNEMONICS, Instr, Program
 
 #: the kind of an opaque op (an OpGraph op without a kind)
 OPAQUE = "op"
@@ -22,7 +21,7 @@ OPAQUE = "op"
 MNEMONIC: dict[str, str] = {
     **{k.name: k.mnemonic for k in KINDS.values()},
     OPAQUE: "OP",
-    **{k: k.upper() for k in SYNC_KINDS},
+    **SYNC_MNEMONICS,
 }
 KIND_OF: dict[str, str] = {m: k for k, m in MNEMONIC.items()}
 assert len(KIND_OF) == len(MNEMONIC), "two kinds share a mnemonic"
@@ -95,7 +94,7 @@ def _instr_problems(ins: Instr) -> list[str]:
         # the common micro-op: only its attributes need a closer look
         types = _ATTR_TYPES[ins.kind]
         if len(ins.attrs) == len({k for k, _ in ins.attrs}) and all(
-            k in types and _value_ok(types[k], v) for k, v in ins.attrs
+            k in types and value_ok(types[k], v) for k, v in ins.attrs
         ):
             return []
     if ins.is_sync:
@@ -117,43 +116,8 @@ def _instr_problems(ins: Instr) -> list[str]:
         seen.add(key)
         if key not in types:
             out.append(f"attribute '{key}' is not declared by kind {ins.kind!r}")
-        elif not _value_ok(types[key], value):
+        elif not value_ok(types[key], value):
             out.append(f"attribute '{key}' must be {types[key]}, got {value!r}")
     return out
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _value_ok(t: str, v: Any) -> bool:
-    if t == "int":
-        return _is_int(v)
-    if t == "float":
-        return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
-    if t == "bool":
-        return isinstance(v, bool)
-    if t == "str":
-        return isinstance(v, str)
-    if t == "region":
-        try:
-            (r0, r1), (c0, c1) = v
-        except (TypeError, ValueError):
-            return False
-        return all(_is_int(x) for x in (r0, r1, c0, c1))
-    return False
-
-
-def attr_from_json(t: str, value: Any) -> Any:
-    """Inverse of :func:`attr_to_json`; raises ``ValueError`` on a wrongly typed value."""
-    if t == "region":
-        if not (
-            isinstance(value, list)
-            and len(value) == 2
-            and all(isinstance(r, list) and len(r) == 2 and all(_is_int(x) for x in r) for r in value)
-        ):
-            raise ValueError(f"region must be [[r0, r1], [c0, c1]], got {value!r}")
-        return ((value[0][0], value[0][1]), (value[1][0], value[1][1]))
-    if not _value_ok(t, value):
-        raise ValueError(f"must be {t}, got {value!r}")
-    return float(value) if t == "float" else value

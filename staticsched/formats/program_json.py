@@ -13,8 +13,9 @@ import attrs
 
 from staticsched._fields import Problems, check_keys, get_int, get_list, get_str, get_str_list
 from staticsched.errors import ProgramError
-from staticsched.formats.encoding import MNEMONIC, attr_from_json, attr_types, check_encodable
+from staticsched.formats.encoding import MNEMONIC, attr_types, check_encodable
 from staticsched.formats.jsonfmt import dumps_json, encode
+from staticsched.model.attrcodec import attr_from_json
 from staticsched.model.opgraph import Tensor, attrs_to_json, operands_to_json
 from staticsched.model.program import FORMAT, VERSION, Instr, ProgItem, Program, Stream
 

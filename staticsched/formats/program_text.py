@@ -21,9 +21,18 @@ from staticsched.formats.encoding import (
     sees_fields,
     sees_from_fields,
 )
+from staticsched.model.attrcodec import format_attr, parse_attr
 from staticsched.model.opgraph import Tensor
-from staticsched.model.opkinds import format_attr, parse_attr
-from staticsched.model.program import FORMAT, VERSION, Instr, ProgItem, Program, Stream
+from staticsched.model.program import (
+    CROSS_KINDS,
+    FLAG_KINDS,
+    FORMAT,
+    VERSION,
+    Instr,
+    ProgItem,
+    Program,
+    Stream,
+)
 
 _HEADER = f"# {FORMAT} {VERSION}: per-pipe instruction streams; grammar in docs/program-format.md"
 
@@ -34,9 +43,9 @@ def _dims(shape: tuple[int, ...]) -> str:
 
 def _instr_line(ins: Instr) -> str:
     head = f"  {ins.cycle} {MNEMONIC[ins.kind]}"
-    if ins.kind in ("set_flag", "wait_flag"):
+    if ins.kind in FLAG_KINDS:
         return f"{head} {quote(ins.src)} {quote(ins.dst)} {ins.event}"
-    if ins.kind in ("set_cross", "wait_cross"):
+    if ins.kind in CROSS_KINDS:
         return f"{head} {ins.peer_core} {ins.event}"
     types = attr_types(ins.kind)
     parts = [head, quote(ins.id), str(ins.duration)]
@@ -211,12 +220,12 @@ def _parse_instr(line: _Line) -> Instr:
         line.fail(f"expected a mnemonic ({', '.join(KIND_OF)}), got {tok.value if tok else 'nothing'!r}")
     line.at += 1
     kind = KIND_OF[tok.value]
-    if kind in ("set_flag", "wait_flag"):
+    if kind in FLAG_KINDS:
         src, dst = line.word("the source pipe"), line.word("the destination pipe")
         ins = Instr(kind, cycle, src=src, dst=dst, event=line.integer("the event id"))
         line.end()
         return ins
-    if kind in ("set_cross", "wait_cross"):
+    if kind in CROSS_KINDS:
         peer = line.integer("the peer core")
         ins = Instr(kind, cycle, event=line.integer("the event id"), peer_core=peer)
         line.end()
@@ -256,10 +265,6 @@ def _parse_instr(line: _Line) -> Instr:
                  sees=sees)
 
 
-_FLAG_KINDS = ("set_flag", "wait_flag")
-_CROSS_KINDS = ("set_cross", "wait_cross")
-
-
 def _parse_instr_quick(raw: str) -> Instr | None:
     """The instruction on a line without string literals, or None to leave it (and any error
     message) to the general tokenizer. Accepts exactly what :func:`_parse_instr` accepts."""
@@ -269,11 +274,11 @@ def _parse_instr_quick(raw: str) -> Instr | None:
     if len(w) < 2 or not _INT.match(w[0]) or w[1] not in KIND_OF:
         return None
     kind, cycle = KIND_OF[w[1]], int(w[0])
-    if kind in _FLAG_KINDS:
+    if kind in FLAG_KINDS:
         if len(w) != 5 or "=" in w[2] or "=" in w[3] or not _INT.match(w[4]):
             return None
         return Instr(kind, cycle, src=w[2], dst=w[3], event=int(w[4]))
-    if kind in _CROSS_KINDS:
+    if kind in CROSS_KINDS:
         if len(w) != 4 or not _INT.match(w[2]) or not _INT.match(w[3]):
             return None
         return Instr(kind, cycle, event=int(w[3]), peer_core=int(w[2]))

@@ -26,15 +26,16 @@ from staticsched._fields import (
     get_mapping,
     get_str,
     get_str_list,
+    positive_ints,
     read_text_file,
 )
 from staticsched.errors import GraphError, InputError
+from staticsched.model.attrcodec import attr_to_json
 from staticsched.model.graphs import topological_order
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.model.opkinds import (
     KINDS,
     ItemShape,
-    attr_to_json,
     extent_problems,
     item_shape,
     normalize_attrs,
@@ -342,9 +343,7 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
             continue
         check_keys(body, {"shape", "dtype"}, w, pr)
         shape = get_list(body, "shape", w, pr)
-        if len(shape) != 2 or not all(
-            isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in shape
-        ):
+        if not positive_ints(shape, 2):
             pr.add(f"{w}: 'shape' must be two positive integers, got {shape!r}")
             shape = [1, 1]
         dtype = get_str(body, "dtype", w, pr, default="float16", choices=sorted(DTYPE_BYTES))
@@ -358,7 +357,7 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
             continue
         check_keys(body, _ITEM_KEYS, w, pr)
         shape = get_list(body, "shape", w, pr, default=[])
-        if shape and not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in shape):
+        if shape and not positive_ints(shape):
             pr.add(f"{w}: 'shape' must be positive integers, got {shape!r}")
             shape = []
         dtype = get_str(body, "dtype", w, pr, default="")

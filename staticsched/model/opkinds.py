@@ -27,7 +27,6 @@ larger than an operand is an error (:func:`extent_problems`), never a silent cli
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -37,13 +36,12 @@ import numpy as np
 
 from staticsched.errors import InputError
 from staticsched.model import vecops
+from staticsched.model.attrcodec import op_value
 from staticsched.model.hardware import RATE_DENOM, Hardware
 from staticsched.model.vecops import VECOPS
 
 Region = tuple[tuple[int, int], tuple[int, int]]
 
-#: attribute types a kind may declare; each has one text form (see ``format_attr``)
-ATTR_TYPES = ("int", "float", "bool", "str", "region")
 
 
 @attrs.frozen
@@ -87,7 +85,7 @@ class OpKind:
     reads, writes : tuple of str
         Operand roles, in order (the last ``optional_reads`` reads may be left out).
     attributes : tuple of (name, type)
-        The attributes the kind carries; type is one of ``ATTR_TYPES``.
+        The attributes the kind carries; type is one of :data:`~staticsched.model.attrcodec.ATTR_TYPES`.
     defaults : tuple of (name, value)
         The optional attributes and the value an op without them has; every other
         attribute is required.
@@ -172,10 +170,6 @@ def _need_vector(hw: Hardware):
     if hw.vector is None:
         raise InputError(f"hardware '{hw.name}' has no [vector] section; cannot lower vector ops")
     return hw.vector
-
-
-#: kept for callers of the old name: the Vector ops are :data:`staticsched.model.vecops.VECOPS`
-gelu = vecops.gelu
 
 
 # --------------------------------------------------------------------------- semantics
@@ -474,85 +468,18 @@ KINDS: dict[str, OpKind] = {
 }
 
 
-def get_kind(name: str) -> OpKind:
-    try:
-        return KINDS[name]
-    except KeyError:
-        raise InputError(f"unknown op kind '{name}' (kinds: {', '.join(KINDS)})") from None
-
-
-# --------------------------------------------------------------------------- attribute text forms
-
-
-def format_attr(kind_type: str, value: Any) -> str:
-    """The one text form of an attribute value (used by every text format)."""
-    if kind_type == "region":
-        (r0, r1), (c0, c1) = value
-        return f"{r0}:{r1},{c0}:{c1}"
-    if kind_type == "bool":
-        return "1" if value else "0"
-    if kind_type == "float":
-        return repr(float(value))
-    return str(value)
-
-
-def attr_to_json(kind_type: str, value: Any) -> Any:
-    """The one JSON form of an attribute value (regions become nested lists)."""
-    if kind_type == "region":
-        return [list(value[0]), list(value[1])]
-    return value
-
-
-def parse_attr(kind_type: str, text: str) -> Any:
-    """Inverse of :func:`format_attr`; raises ``ValueError`` on malformed text."""
-    if kind_type == "region":
-        rows, cols = text.split(",")
-        r0, r1 = rows.split(":")
-        c0, c1 = cols.split(":")
-        return ((int(r0), int(r1)), (int(c0), int(c1)))
-    if kind_type == "bool":
-        if text not in ("0", "1"):
-            raise ValueError(f"bool must be 0 or 1, got {text!r}")
-        return text == "1"
-    if kind_type == "float":
-        return float(text)
-    if kind_type == "int":
-        return int(text)
-    return text
-
-
 def normalize_attrs(kind: OpKind, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Validate and convert JSON attribute values of ``kind`` (regions become tuples)."""
+    """Validate and convert JSON attribute values of ``kind`` (:func:`~staticsched.model.
+    attrcodec.op_value`: regions become tuples); one line per bad attribute."""
     types = kind.attr_types
     out: dict[str, Any] = {}
     problems = []
     for key in sorted(raw):
-        value = raw[key]
         t = types.get(key)
         if t is None:
             problems.append(f"{where}: unknown attribute '{key}' for kind '{kind.name}'")
             continue
-        ok = True
-        if t == "region":
-            try:
-                (r0, r1), (c0, c1) = value
-                value = ((int(r0), int(r1)), (int(c0), int(c1)))
-                ok = (
-                    0 <= r0 < r1
-                    and 0 <= c0 < c1
-                    and all(isinstance(x, int) and not isinstance(x, bool) for x in (r0, r1, c0, c1))
-                )
-            except (TypeError, ValueError):
-                ok = False
-        elif t == "int":
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif t == "float":
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            value = float(value) if ok else value
-        elif t == "bool":
-            ok = isinstance(value, bool)
-        elif t == "str":
-            ok = isinstance(value, str) and value != "" and not any(c.isspace() for c in value)
+        ok, value = op_value(t, raw[key])
         if not ok:
             problems.append(f"{where}: attribute '{key}' of kind '{kind.name}' must be {t}, got {raw[key]!r}")
             continue

@@ -24,8 +24,16 @@ from staticsched.model.opgraph import Tensor, _attr_tuple
 FORMAT = "staticsched.program"
 VERSION = 1
 
-#: instruction kinds besides micro-ops
-SYNC_KINDS = ("set_flag", "wait_flag", "set_cross", "wait_cross")
+#: instruction kinds besides micro-ops (the one declaration of the sync vocabulary; their
+#: mnemonics in every text form are the names upper-cased): flags between two pipes of a core
+#: and cross-core flags, each a set and a wait
+FLAG_KINDS = ("set_flag", "wait_flag")
+CROSS_KINDS = ("set_cross", "wait_cross")
+SYNC_KINDS = FLAG_KINDS + CROSS_KINDS
+#: the sync kinds that set a flag (the others wait on one)
+SET_KINDS = ("set_flag", "set_cross")
+#: a sync kind's mnemonic
+SYNC_MNEMONICS = {k: k.upper() for k in SYNC_KINDS}
 
 
 @attrs.frozen

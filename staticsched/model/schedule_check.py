@@ -21,15 +21,39 @@ and the numbers. An empty result means the timetable is valid:
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from staticsched.model.deps import edge_latency, first_write, tail_accesses
+from staticsched.model.hardware import Hardware
 from staticsched.model.links import op_transfer, overflows, rate_text
-from staticsched.model.placement import STATUSES
+from staticsched.model.opgraph import OpGraph
+from staticsched.model.placement import STATUSES, OpTime, Placement, SyncEvent
 from staticsched.model.pools import PoolKey
 
-if TYPE_CHECKING:
-    from staticsched.model.schedule import Schedule
+
+class Schedule(Protocol):
+    """What the check reads of a :class:`staticsched.model.schedule.Schedule` (a protocol, so
+    that the value type can call the check without a circle of imports)."""
+
+    @property
+    def graph(self) -> OpGraph: ...
+    @property
+    def hw(self) -> Hardware: ...
+    @property
+    def ops(self) -> Sequence[OpTime]: ...
+    @property
+    def items(self) -> Sequence[Placement]: ...
+    @property
+    def events(self) -> Sequence[SyncEvent]: ...
+    @property
+    def makespan(self) -> int: ...
+    @property
+    def lower_bound(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def plan_makespan(self) -> int: ...
 
 #: report at most this many lines per check, then a count of the rest
 MAX_LINES = 50

@@ -13,7 +13,7 @@ import attrs
 
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.model.opgraph import OpGraph
-from staticsched.model.opkinds import tensor_space
+from staticsched.model.opkinds import KINDS, tensor_space
 
 
 @attrs.frozen
@@ -40,7 +40,8 @@ def gm_traffic(graph: OpGraph, hw: Hardware) -> Traffic:
     items = graph.item_map
     tensors = graph.tensor_map
     for op in graph.ops:
-        if op.kind not in ("load", "store"):
+        kind = KINDS.get(op.kind)
+        if kind is None or not kind.gm:
             continue
         a = op.attr
         name = a.get("tensor")
@@ -52,7 +53,7 @@ def gm_traffic(graph: OpGraph, hw: Hardware) -> Traffic:
         elem = DTYPE_BYTES.get(t.dtype, 2) if t is not None else 2
         nbytes = (r1 - r0) * (c1 - c0) * elem
         gm_space = tensor_space(hw, a)
-        if op.kind == "load":
+        if kind.gm == "r":
             per_tensor.setdefault(name, [0, 0])[0] += nbytes
             item = items.get(op.writes[0]) if op.writes else None
             path = (gm_space, item.space if item is not None else "")

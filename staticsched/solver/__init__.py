@@ -7,10 +7,9 @@ from staticsched.solver.bounds import Bound, lower_bound
 from staticsched.solver.decompose import build_problems
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
 from staticsched.solver.problem import Problem, ProblemMap
-from staticsched.solver.solve import METHODS, solve
+from staticsched.solver.solve import solve
 
 __all__ = [
-    "METHODS",
     "Bound",
     "Problem",
     "ProblemMap",

@@ -1,6 +1,9 @@
 """Lower bounds on the makespan of a problem.
 
 * **Critical path**: the longest chain of durations and edge latencies.
+
+and each resource family's (:mod:`staticsched.solver.families`):
+
 * **Pipe bound**, per (core, unit): no op of the pipe can start before the shortest head
   (longest path from the sources to it) among them, the pipe then runs its ops one at a time,
   and after the last one at least the shortest tail (longest path from its end) remains:
@@ -18,25 +21,30 @@ from __future__ import annotations
 
 import attrs
 
-from staticsched.solver.links import link_bound
+from staticsched.model.hardware import Hardware
+from staticsched.model.links import Transfer
+from staticsched.model.opgraph import OpGraph
+from staticsched.solver.families import FAMILIES
+from staticsched.solver.families.links import link_bound, transfers_of
+from staticsched.solver.link_values import LinkSpec, Xfer
 from staticsched.solver.paths import head_lengths, tail_lengths
-from staticsched.solver.problem import Problem
+from staticsched.solver.problem import Problem, ProblemMap
 
 
 @attrs.frozen
 class Bound:
-    """A lower bound and where it comes from (``"critical_path"``, ``"pipe core:unit"`` or
-    ``"link NAME"``)."""
+    """A lower bound and where it comes from (``"critical_path"``, or a family's source such as
+    ``"pipe core:unit"`` or ``"link NAME"``), with the critical path and every family's bound."""
 
     value: int
     source: str
     critical_path: int
-    pipe_bounds: tuple[tuple[str, int], ...] = attrs.field(converter=tuple)
-    link_bounds: tuple[tuple[str, int], ...] = attrs.field(converter=tuple, default=())
+    #: ``(source, value)`` of every family's bounds, in family order
+    family_bounds: tuple[tuple[str, int], ...] = attrs.field(converter=tuple)
 
 
 def lower_bound(prob: Problem, core_names: tuple[int, ...] | None = None) -> Bound:
-    """The best of the critical-path and per-pipe bounds of ``prob``.
+    """The best of the critical-path bound and every resource family's bounds of ``prob``.
 
     Parameters
     ----------
@@ -48,34 +56,61 @@ def lower_bound(prob: Problem, core_names: tuple[int, ...] | None = None) -> Bou
     Returns
     -------
     Bound
-        The value, which bound gave it, the critical path and every pipe's bound.
+        The value, which bound gave it, the critical path and every family's bound.
     """
     if prob.n == 0:
         return Bound(0, "empty", 0, ())
     h = head_lengths(prob)
     q = tail_lengths(prob)
     cp = max(h[i] + q[i] for i in range(prob.n))
-    npipes = len(prob.pipes)
-    busy = [0] * npipes
-    # every pipe has an op: the least head and tail of its ops
-    head = [cp] * npipes
-    tail = [cp] * npipes
-    for i in range(prob.n):
-        p = prob.pipe_of[i]
-        busy[p] += prob.dur[i]
-        head[p] = min(head[p], h[i])
-        tail[p] = min(tail[p], q[i] - prob.dur[i])
-    pipes = []
-    for p, (core, unit) in enumerate(prob.pipes):
-        label = f"{core_names[core] if core_names else core}:{unit}"
-        pipes.append((label, head[p] + busy[p] + tail[p]))
+    found = [b for family in FAMILIES for b in family.bounds(prob, h, q, core_names)]
     best_value, best_source = cp, "critical_path"
-    for label, v in pipes:
+    for source, v in found:
         if v > best_value:
-            best_value, best_source = v, f"pipe {label}"
-    after = [q[i] - prob.dur[i] for i in range(prob.n)]
-    links = link_bound(prob.links, prob.xfers, h, after)
-    for name, v in links:
-        if v > best_value:
-            best_value, best_source = v, f"link {name}"
-    return Bound(best_value, best_source, cp, pipes, links)
+            best_value, best_source = v, source
+    return Bound(best_value, best_source, cp, found)
+
+
+def chip_lower_bound(
+    graph: OpGraph,
+    hw: Hardware,
+    pairs: list[tuple[Problem, ProblemMap]],
+    transfers: dict[int, Transfer] | None = None,
+) -> tuple[int, str, list[tuple[str, int]]]:
+    """A lower bound of the user's problem (never of a restricted one): the best of every
+    core group's own bound (pipes, critical path) and, per shared link, the bytes all cores
+    move on it at its whole bandwidth between their heads and tails (:func:`.links.
+    link_bound`). Returns the value, what gives it, and every link's bound. ``transfers`` is
+    :func:`.links.transfers_of` when the caller has it."""
+    best, source = 0, ""
+    if transfers is None:
+        transfers = transfers_of(graph, hw) if hw.links else {}
+    head: dict[int, int] = {}
+    after: dict[int, int] = {}
+    # identical cores (equal problems) have one bound and one set of path lengths
+    seen: dict[Problem, tuple[int, str, list[int], list[int]]] = {}
+    for prob, pmap in pairs:
+        known = seen.get(prob)
+        if known is None:
+            b = lower_bound(prob, pmap.cores)
+            h, q = (head_lengths(prob), tail_lengths(prob)) if transfers else ([], [])
+            known = seen[prob] = (b.value, b.source, h, q)
+        value, src, h, q = known
+        if value > best:
+            best, source = value, src
+        if transfers:
+            for li, gi in enumerate(pmap.ops):
+                head[gi], after[gi] = h[li], q[li] - prob.dur[li]
+    links = []
+    if transfers:
+        specs = [LinkSpec(lk.name, lk.units) for lk in hw.links]
+        index = {lk.name: k for k, lk in enumerate(hw.links)}
+        order = sorted(transfers)
+        local = {g: k for k, g in enumerate(order)}
+        xs = [Xfer(local[g], x.bytes, x.overhead, x.path_units, [index[n] for n in x.links], full=x.full)
+              for g, x in ((g, transfers[g]) for g in order)]
+        links = link_bound(specs, xs, [head[g] for g in order], [after[g] for g in order])
+        for name, v in links:
+            if v > best:
+                best, source = v, f"link {name}"
+    return best, source, links

@@ -34,8 +34,6 @@ import attrs
 
 from staticsched.solver.problem import Problem
 
-TIME_MODES = ("deterministic", "wall")
-
 #: fraction of the granted seconds a deterministic budget is calibrated to fill: the rest is
 #: the margin for a machine slower or busier than the calibration run (the rates below vary
 #: by about +-30% between models of one family)

@@ -21,6 +21,8 @@ from ortools.sat.python import cp_model
 from staticsched.solver.addresses import colour_slots
 from staticsched.solver.budget import STOP_DETERMINISTIC, STOP_WALL_MODE, STOP_WALL_NET
 from staticsched.solver.constraints import Constraints
+from staticsched.solver.families import FAMILIES
+from staticsched.solver.families.memory import MEMORY
 from staticsched.solver.hints import add_hints
 from staticsched.solver.list_sched import Timetable
 from staticsched.solver.objective import minimise_makespan
@@ -92,11 +94,13 @@ def build_model(
         model,
         prob,
         horizon=horizon,
-        lower=min(lower, horizon),
         release=release,
         deadline=deadline,
         fixed_offsets=fixed_offsets,
     )
+    for family in FAMILIES:
+        family.variables(variables)
+    variables.add_makespan(min(lower, horizon))
     Constraints(model, prob, variables, objective_ops=objective_ops).add_all()
     minimise_makespan(model, variables)
     if hint is not None and use_hint:
@@ -226,9 +230,7 @@ def solve_cpsat(
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return CpResult(None, "unknown", 0, int(solver.best_objective_bound), reason, **common)
     starts = [solver.value(s) for s in variables.start]
-    offsets = [it.static_offset for it in prob.items]
-    for k, var in variables.slot.items():
-        offsets[k] = solver.value(var) * prob.spaces[prob.items[k].space].alignment
+    offsets = MEMORY.offsets(solver, variables)
     coloured = colour_slots(prob, starts, offsets)
     if coloured is None:  # cannot happen when the cumulative holds; refuse rather than guess
         return CpResult(None, "unknown", 0, 0, "colouring_failed", **common)

@@ -29,7 +29,7 @@ from staticsched.model.hardware import Hardware
 from staticsched.model.links import Transfer, rate_text
 from staticsched.model.opgraph import OpGraph
 from staticsched.solver.decompose import build_problems
-from staticsched.solver.links import LinkDemand, attach_links, link_demands, transfers_of
+from staticsched.solver.families.links import LinkDemand, attach_links, link_demands, transfers_of
 from staticsched.solver.problem import Problem, ProblemMap, relax_event_budgets
 
 Pair = tuple[Problem, ProblemMap]

@@ -23,18 +23,17 @@ bottleneck pipe, then order); ``"order"`` by the topological order itself.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 from collections.abc import Sequence
 
 import attrs
 
-from staticsched.model.hardware import round_up
-from staticsched.solver.links import LinkTracker, Xfer
-from staticsched.solver.paths import tail_lengths, topo_order
-from staticsched.solver.problem import Problem, Token
-
-_ABSENT, _OPEN, _CLOSED = 1, 2, 3
+from staticsched.solver.families.events import EventTracker
+from staticsched.solver.families.links import LinkTracker
+from staticsched.solver.families.memory import MemoryTracker
+from staticsched.solver.link_values import Xfer
+from staticsched.solver.list_prep import Prep
+from staticsched.solver.problem import Problem
 
 
 @attrs.frozen
@@ -91,7 +90,7 @@ VARIANTS = (
     Variant("order", "graph"),
     Variant("critical", "graph", in_order=False),
 )
-#: tried as well when no event-id pool binds (:func:`release_order`). With binding pools it
+#: tried as well when no event-id pool binds (:func:`.list_prep.release_order`). With binding pools it
 #: opens later tasks' flag lifetimes early and, where the variants above get stuck on ids,
 #: finds a feasible but id-starved timetable that pre-empts solving without the pools (the
 #: sync planner makes ids fit far better): ``elementwise_chain_hbm.json`` 55,384 -> 389,196
@@ -114,70 +113,6 @@ LINK_VARIANTS = (
 #: ops looked at past a transfer its links cannot serve now
 STARVED_SCAN = 4
 SCAN_LIMIT = 64
-
-
-class Prep:
-    """Per-problem tables shared by all variants."""
-
-    def __init__(self, prob: Problem) -> None:
-        n = prob.n
-        self.succ: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-        self.npred = [0] * n
-        for a, b, lat in prob.edges:
-            self.succ[a].append((b, lat))
-            self.npred[b] += 1
-        self.new_items: list[dict[int, list[int]]] = [{} for _ in range(n)]
-        self.tail_of: list[list[int]] = [[] for _ in range(n)]
-        for k, it in enumerate(prob.items):
-            self.new_items[it.first].setdefault(it.space, []).append(k)
-            for a in it.tails:
-                self.tail_of[a].append(k)
-        self.produces: list[list[int]] = [[] for _ in range(n)]
-        self.consumes: list[list[int]] = [[] for _ in range(n)]
-        for k, tok in enumerate(prob.tokens):
-            self.produces[tok.producer].append(k)
-            for v in tok.consumers:
-                self.consumes[v].append(k)
-        self.tail = tail_lengths(prob)
-        busy = [0] * len(prob.pipes)
-        for i in range(n):
-            busy[prob.pipe_of[i]] += prob.dur[i]
-        bottleneck = max(range(len(busy)), key=lambda p: (busy[p], -p)) if busy else -1
-        self.off_bottleneck = [0 if prob.pipe_of[i] == bottleneck else 1 for i in range(n)]
-        self.orders: dict[str, list[int]] = {}
-
-    def order(self, prob: Problem, name: str) -> list[int]:
-        if name not in self.orders:
-            if name == "graph":
-                order = topo_order(prob)
-            elif name == "release":
-                order = release_order(prob, self.order(prob, "graph"))
-            else:
-                order = topo_order(prob, [(-self.tail[i], self.off_bottleneck[i], i) for i in range(prob.n)])
-            self.orders[name] = order
-        return self.orders[name]
-
-
-def release_order(prob: Problem, graph_order: Sequence[int]) -> list[int]:
-    """A topological order in which every op follows its latest predecessor in
-    ``graph_order``, not its own place there: an op without predecessors keeps its place, the
-    others are released where the last op they wait for stands.
-
-    A graph lists tasks one after another, so a later task's tiles stand behind every tile of
-    the earlier one even when they need only its first blocks; allocating memory in graph
-    order then keeps them out until the end (the unfused 4096^3 matmul -> gelu: its gelu tiles
-    ran after the whole matmul, 1,117,984 cycles; released after the blocks they read,
-    1,055,349 against a bound of 1,055,180)."""
-    pos = [0] * prob.n
-    for k, i in enumerate(graph_order):
-        pos[i] = k
-    preds: list[list[int]] = [[] for _ in range(prob.n)]
-    for a, b, _ in prob.edges:
-        preds[b].append(a)
-    rel = [0] * prob.n
-    for i in graph_order:
-        rel[i] = max((rel[p] for p in preds[i]), default=pos[i])
-    return topo_order(prob, [(rel[i], pos[i]) for i in range(prob.n)])
 
 
 def list_schedule(
@@ -242,157 +177,6 @@ def run_variant(
     return _Run(prob, prep, var, order).run()
 
 
-class _Memory:
-    """Addresses of the items in binding spaces while the schedule is built.
-
-    An item takes its bytes when its first access starts and gives them back ``hold`` cycles
-    after its last tail access ends. With in-order allocation each space hands out bytes in
-    the order of ``pos`` only; ``blocked[i]`` counts the spaces where op ``i`` must still wait
-    for its turn.
-    """
-
-    def __init__(self, prob: Problem, prep: Prep, pos: list[int], in_order: bool) -> None:
-        self.prob, self.prep, self.in_order = prob, prep, in_order
-        spaces, items = prob.spaces, prob.items
-        self.queue: list[list[int]] = [[] for _ in spaces]
-        for k, it in enumerate(items):
-            if spaces[it.space].binding:
-                self.queue[it.space].append(k)
-        for q in self.queue:
-            q.sort(key=lambda k: (pos[items[k].first], k))
-        self.head = [0] * len(spaces)
-        self.blocked = [0] * prob.n
-        for i in range(prob.n if in_order else 0):
-            for s in prep.new_items[i]:
-                if spaces[s].binding and items[self.queue[s][0]].first != i:
-                    self.blocked[i] += 1
-        self.occupied: list[list[tuple[int, int, int]]] = [[] for _ in spaces]  # (lo, hi, item)
-        self.offsets = [it.static_offset for it in items]
-        self.tails_left = [len(it.tails) for it in items]
-        self.tail_end = [0] * len(items)
-        self.frees: list[tuple[int, int]] = []  # (time the bytes are free again, item)
-
-    def place(self, i: int) -> dict[int, list[tuple[int, int]]] | tuple[int, int]:
-        """Offsets for op ``i``'s new items now, or the (space, item) that does not fit."""
-        out: dict[int, list[tuple[int, int]]] = {}
-        for s, ks in self.prep.new_items[i].items():
-            sp = self.prob.spaces[s]
-            if not sp.binding:
-                continue
-            blocks = list(self.occupied[s])
-            got = []
-            for k in ks:
-                it = self.prob.items[k]
-                o = _place(blocks, it.footprint, it.bytes, sp.alignment, sp.limit, sp.capacity, sp.slot)
-                if o < 0:
-                    return (s, k)
-                _insert(blocks, (o, o + it.footprint, k))
-                got.append((k, o))
-            out[s] = got
-        return out
-
-    def take(self, i: int, placed: dict[int, list[tuple[int, int]]], end: int) -> list[int]:
-        """Op ``i`` starts with ``placed`` and ends at ``end``; return the ops whose turn came."""
-        items = self.prob.items
-        for s, got in placed.items():
-            for k, o in got:
-                self.offsets[k] = o
-                _insert(self.occupied[s], (o, o + items[k].footprint, k))
-        turned = []
-        for s, ks in self.prep.new_items[i].items():
-            if not self.prob.spaces[s].binding or not self.in_order:
-                continue
-            self.head[s] += len(ks)
-            if self.head[s] < len(self.queue[s]):
-                j = items[self.queue[s][self.head[s]]].first
-                self.blocked[j] -= 1
-                if self.blocked[j] == 0:
-                    turned.append(j)
-        for k in self.prep.tail_of[i]:
-            self.tails_left[k] -= 1
-            self.tail_end[k] = max(self.tail_end[k], end)
-            if self.tails_left[k] == 0 and self.prob.spaces[items[k].space].binding:
-                heapq.heappush(self.frees, (self.tail_end[k] + self.prob.reuse_gap, k))
-        return turned
-
-    def release(self, t: int) -> None:
-        """Give back the bytes of items whose hold ended by ``t``."""
-        while self.frees and self.frees[0][0] <= t:
-            _, k = heapq.heappop(self.frees)
-            s = self.prob.items[k].space
-            self.occupied[s] = [b for b in self.occupied[s] if b[2] != k]
-
-    def next_change(self) -> int | None:
-        return self.frees[0][0] if self.frees else None
-
-
-class _Flags:
-    """Flag lifetimes (tokens) of binding event-id pools while the schedule is built.
-
-    A token opens when its producer starts (its lifetime begins at the producer's end) if the
-    producer runs after all rivals of some trigger, and closes when the first consumer starts.
-    """
-
-    def __init__(self, prob: Problem, prep: Prep) -> None:
-        self.prob, self.prep = prob, prep
-        self.state = [0] * len(prob.tokens)
-        self.open_count = [0] * len(prob.budgets)
-        self.closed_ends: list[list[int]] = [[] for _ in prob.budgets]
-        # only binding pools constrain anything; their closed lifetimes' ends, soonest first
-        self.binding = [b.binding for b in prob.budgets]
-        self.ends: list[tuple[int, int]] = []  # (end, budget) heap
-
-    def full(self, i: int, end: int, start: list[int]) -> int:
-        """-1 if op ``i`` may open its lifetimes, which begin at ``end``; else the full pool."""
-        need: dict[int, int] = {}
-        for k in self.prep.produces[i]:
-            tok = self.prob.tokens[k]
-            if self.prob.budgets[tok.budget].binding and _present(tok, start):
-                need[tok.budget] = need.get(tok.budget, 0) + 1
-        for b, c in need.items():
-            live = self.open_count[b] + sum(1 for e in self.closed_ends[b] if e > end)
-            if live + c > self.prob.budgets[b].capacity:
-                return b
-        return -1
-
-    def begin(self, i: int, t: int, start: list[int]) -> None:
-        """Op ``i`` starts at ``t`` (``start[i]`` already set): open and close lifetimes."""
-        for k in self.prep.produces[i]:
-            tok = self.prob.tokens[k]
-            if _present(tok, start):
-                self.state[k] = _OPEN
-                self.open_count[tok.budget] += 1
-            else:
-                self.state[k] = _ABSENT
-        for k in self.prep.consumes[i]:
-            if self.state[k] == _OPEN:
-                tok = self.prob.tokens[k]
-                self.state[k] = _CLOSED
-                self.open_count[tok.budget] -= 1
-                if self.binding[tok.budget]:
-                    e = tok.end(t)
-                    self.closed_ends[tok.budget].append(e)
-                    heapq.heappush(self.ends, (e, tok.budget))
-
-    def prune(self, t: int) -> None:
-        dirty = set()
-        while self.ends and self.ends[0][0] <= t:
-            dirty.add(heapq.heappop(self.ends)[1])
-        for b in dirty:
-            self.closed_ends[b] = [e for e in self.closed_ends[b] if e > t]
-
-    def next_change(self) -> int | None:
-        return self.ends[0][0] if self.ends else None
-
-    def holders(self, b: int) -> tuple[int, ...]:
-        """Producers whose lifetimes in pool ``b`` are open."""
-        return tuple(
-            tok.producer
-            for k, tok in enumerate(self.prob.tokens)
-            if tok.budget == b and self.state[k] == _OPEN
-        )
-
-
 class _Run:
     """One time-driven pass: at each event time every free pipe starts its best-ranked
     available op whose memory and event ids are there."""
@@ -411,8 +195,8 @@ class _Run:
         self.rank = [0] * n
         for r, i in enumerate(self.by_rank):
             self.rank[i] = r
-        self.memory = _Memory(prob, prep, pos, var.in_order)
-        self.flags = _Flags(prob, prep)
+        self.memory = MemoryTracker(prob, prep, pos, var.in_order)
+        self.flags = EventTracker(prob, prep)
         self.links = LinkTracker(prob.links, prob.link_overhead_holds, var.patient,
                                  [x.overhead for x in prob.xfers])
         self.xfer: list[Xfer | None] = [None] * n
@@ -535,45 +319,3 @@ class _Run:
             return Stuck("memory", m, t, space=s, item=k, holders=holders, rule=name)
         b = self.flags.full(m, t + self.prob.dur[m], self.start)
         return Stuck("event", m, t, budget=b, holders=self.flags.holders(b) if b >= 0 else (), rule=name)
-
-
-def _present(tok: Token, start: list[int]) -> bool:
-    """The producer (starting now) runs after all rivals of at least one trigger."""
-    return any(all(start[r] >= 0 for r in rv) for rv in tok.triggers)
-
-
-def _place(
-    blocks: list[tuple[int, int, int]],
-    foot: int,
-    nbytes: int,
-    align: int,
-    limit: int,
-    capacity: int,
-    slot: int,
-) -> int:
-    """Where ``foot`` bytes go among the occupied ``blocks`` (sorted); -1 if nowhere.
-
-    Uniform spaces (``slot > 0``): the lowest free slot below ``limit``. Mixed ones: best fit,
-    the smallest aligned gap that holds the item (``offset + nbytes <= capacity`` at the top),
-    lowest offset on ties -- it keeps large gaps whole for large items.
-    """
-    o = 0
-    if slot:
-        for b0, b1, _ in blocks:
-            if o + foot <= b0:
-                break
-            o = max(o, b1)
-        return o if o + foot <= limit else -1
-    best, best_gap = -1, None
-    for b0, b1, _ in [*blocks, (capacity, capacity, -1)]:
-        top = b0 if b0 < capacity else capacity
-        fits = o + (foot if b0 < capacity else nbytes) <= top
-        if fits and (best_gap is None or top - o < best_gap):
-            best, best_gap = o, top - o
-        o = max(o, round_up(b1, align))
-    return best
-
-
-def _insert(blocks: list[tuple[int, int, int]], blk: tuple[int, int, int]) -> None:
-    """Insert into a list kept sorted (bisect.insort on tuples)."""
-    bisect.insort(blocks, blk)

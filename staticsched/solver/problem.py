@@ -20,7 +20,7 @@ import numpy as np
 
 from staticsched.model.hardware import SyncModel
 from staticsched.model.pools import PoolKey
-from staticsched.solver.links import LinkSpec, Xfer
+from staticsched.solver.link_values import LinkSpec, Xfer
 
 
 @attrs.frozen

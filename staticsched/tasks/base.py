@@ -1,11 +1,12 @@
 """What every task kind provides, and the helpers kinds share.
 
-A task kind is one module under ``staticsched/tasks/`` that defines ``KIND``, a
-:class:`TaskKind`: how to read and validate a task of that kind from TaskGraph JSON and write
-it back, how to tile it for a hardware model (derive or check: a :class:`Plan`), how to lower
-the plan to micro-ops, its NumPy reference, and the Hypothesis strategy the end-to-end
-properties draw it from. The registry (``staticsched/tasks/__init__.py``) lists the modules;
-the TaskGraph reader, the lowering and the reference dispatch through it.
+A task kind is one module (or, for a big kind, a package) under ``staticsched/tasks/`` that
+defines ``KIND``, a :class:`TaskKind`: how to read and validate a task of that kind from
+TaskGraph JSON and write it back, how to tile it for a hardware model (derive or check: a
+:class:`Plan`), how to lower the plan to micro-ops, and its NumPy reference. The Hypothesis
+strategy the end-to-end properties draw it from lives with the tests
+(``tests/task_strategies.py``). The registry (``staticsched/tasks/__init__.py``) lists the
+modules; the TaskGraph reader, the lowering and the reference dispatch through it.
 
 Tensors are declared with 1 to 4 dims. Every GM tensor is 2-D everywhere past the reader:
 the leading dims are flattened into rows (``[B, H, M, N]`` is ``[B*H*M, N]``, so one batch
@@ -16,16 +17,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
 
 from staticsched._fields import Problems, get_list, get_number, get_str
 from staticsched.model.hardware import Hardware
-
-if TYPE_CHECKING:
-    from staticsched.tasks.builder import Builder
+from staticsched.tasks.builder import Builder
 
 #: the most dims a tensor may declare (leading batch and head dims, then a matrix)
 MAX_RANK = 4
@@ -255,11 +254,6 @@ class TaskKind:
     reference : callable
         ``(task, env) -> {tensor: array}``: the NumPy reference of its outputs, from the 2-D
         values in ``env``.
-    strategy : callable
-        ``(draw, prefix, tensors, src) -> task dict``: a Hypothesis-drawn task of this kind
-        (imports hypothesis itself; only tests call it), adding its tensors to ``tensors``
-        (names starting with ``prefix``); ``src``, when given, is an earlier task's output
-        ``(name, shape)`` it should read, or None.
     input_scales : callable
         ``task -> {tensor: factor}``: how the seeded inputs of its operands are scaled (the
         matmul's ``b`` by ``1/sqrt(K)``), so that values stay well conditioned.
@@ -274,7 +268,6 @@ class TaskKind:
     plan: Callable[[Any, Hardware], Plan]
     needs: Callable[[Any, Hardware], list[str]]
     reference: Callable[[Any, Mapping[str, np.ndarray]], dict[str, np.ndarray]]
-    strategy: Callable[..., dict[str, Any]]
     input_scales: Callable[[Any], dict[str, float]] = lambda task: {}
     ops: tuple[str, ...] = attrs.field(converter=tuple, default=())
 

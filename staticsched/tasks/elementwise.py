@@ -231,44 +231,6 @@ def reference(task: ElementwiseTask, env: Mapping[str, np.ndarray]) -> dict[str,
     return {task.out: VECOPS[task.op].apply(args, {"scalar": value}).astype(np.float16)}
 
 
-# --------------------------------------------------------------------------- strategy
-
-#: ops the random properties draw: division and rsqrt of random [-1, 1) data, and exponentials
-#: stacked on exponentials, would test the conditioning of fp16 data, not the schedule (row
-#: reductions and attention exercise those ops)
-SAFE_OPS = tuple(op for op in OPS if op not in ("div", "div_row", "rsqrt", "exp"))
-
-
-def strategy(
-    draw, prefix: str, tensors: dict[str, Any], src: tuple[str, tuple[int, ...]] | None
-) -> dict[str, Any]:
-    """An elementwise op on ``src`` (or a fresh tensor, maybe batched) with operands of its
-    forms."""
-    from hypothesis import strategies as st
-
-    if src is None:
-        lead = draw(st.sampled_from([[], [], [2]]), label="lead")
-        shape = [*lead, draw(st.integers(1, 150), label="rows"), draw(st.integers(1, 150), label="cols")]
-        x = f"{prefix}x"
-        tensors[x] = {"shape": shape}
-    else:
-        x, shape = src[0], list(src[1])
-    op = draw(st.sampled_from(SAFE_OPS), label="op")
-    vop = VECOPS[op]
-    inputs = [x]
-    for j, form in enumerate(vop.operands[1:]):
-        name = f"{prefix}z{j}"
-        tensors[name] = {"shape": {"col": shape[-1:], "row": [*shape[:-1], 1], "full": shape}[form]}
-        inputs.append(name)
-    out = f"{prefix}o"
-    tensors[out] = {"shape": shape}
-    task: dict[str, Any] = {"id": f"{prefix}ew", "type": "elementwise", "op": op, "inputs": inputs,
-                            "out": out}
-    if vop.scalar == "required":
-        task["value"] = 0.75
-    return task
-
-
 KIND = TaskKind(
     name="elementwise",
     read=read,
@@ -276,6 +238,5 @@ KIND = TaskKind(
     plan=plan,
     needs=needs,
     reference=reference,
-    strategy=strategy,
     ops=OPS,
 )

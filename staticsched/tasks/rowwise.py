@@ -336,41 +336,6 @@ def reference(task: RowwiseTask, env: Mapping[str, np.ndarray]) -> dict[str, np.
     return {task.out: y.astype(np.float16)}
 
 
-# --------------------------------------------------------------------------- strategy
-
-
-def strategy(
-    draw, prefix: str, tensors: dict[str, Any], src: tuple[str, tuple[int, ...]] | None
-) -> dict[str, Any]:
-    """A row reduction of any op, with or without gamma/beta, with batch dims, and sometimes an
-    explicit narrow tiling so that rows are streamed over several column blocks (tails
-    included)."""
-    from hypothesis import strategies as st
-
-    if src is None:
-        lead = draw(st.sampled_from([[], [], [2]]), label="lead")
-        shape = [*lead, draw(st.integers(1, 40), label="rows"), draw(st.integers(1, 200), label="cols")]
-        x = f"{prefix}x"
-        tensors[x] = {"shape": shape}
-    else:
-        x, shape = src[0], list(src[1])
-    cols = shape[-1]
-    op = draw(st.sampled_from(OPS), label="op")
-    rop = ROWOPS[op]
-    task: dict[str, Any] = {"id": f"{prefix}rw", "type": "rowwise", "op": op, "input": x, "out": f"{prefix}r"}
-    tensors[task["out"]] = {"shape": shape if rop.out == "full" else [*shape[:-1], 1]}
-    for key in rop.params:
-        if draw(st.booleans(), label=key):
-            tensors[f"{prefix}{key}"] = {"shape": [cols]}
-            task[key] = f"{prefix}{key}"
-    if rop.eps and draw(st.booleans(), label="eps"):
-        task["eps"] = draw(st.sampled_from([1e-5, 1e-3, 0.1]), label="eps value")
-    if draw(st.booleans(), label="explicit tiling"):
-        task["tiling"] = {"rows": draw(st.sampled_from([3, 8, 16]), label="tile rows"),
-                          "cols": draw(st.sampled_from([32, 48, 512]), label="tile cols")}
-    return task
-
-
 KIND = TaskKind(
     name="rowwise",
     read=read,
@@ -378,6 +343,5 @@ KIND = TaskKind(
     plan=plan,
     needs=needs,
     reference=reference,
-    strategy=strategy,
     ops=OPS,
 )

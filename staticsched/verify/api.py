@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from staticsched.errors import InputError, StaticschedError
-from staticsched.model.hardware import Hardware, load_hardware
+from staticsched.model.hardware import Hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.program import Program
 from staticsched.verify import numeric as numreplay
 from staticsched.verify.conformance import conformance_findings
@@ -341,8 +342,8 @@ def _numeric(
 
 def _reference(source: str, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | Finding:
     """Inputs and NumPy reference of the source TaskGraph, or an ``input`` finding."""
-    from staticsched.model.reference import make_inputs, reference
-    from staticsched.model.taskgraph import taskgraph_from_dict
+    from staticsched.frontend.reference import make_inputs, reference
+    from staticsched.frontend.taskgraph import taskgraph_from_dict
 
     try:
         data = json.loads(source)

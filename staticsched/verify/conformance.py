@@ -23,15 +23,13 @@ def conformance_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
         g = bad[0]
         more = f"; {len(bad) - 1} later instructions of this pipe differ too" if len(bad) > 1 else ""
         out.append(
-            Finding(
+            ix.finding_at(
                 "conformance",
                 "cycle_mismatch",
                 f"{ix.describe(g)}: the program says cycle {ix.instr[g].cycle}, the nominal replay "
                 f"issues it at {rep.start[g]}{more}",
-                ops=(ix.op_label(g),),
-                core=ix.core_of(g),
-                pipes=(ix.unit_of(g),),
-                cycle=rep.start[g],
+                g,
+                rep.start[g],
             )
         )
     if rep.makespan != ix.program.makespan:

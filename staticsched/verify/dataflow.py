@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from staticsched.model.opkinds import KINDS
 from staticsched.verify.index import OP, ProgramIndex
 from staticsched.verify.replay import Replay
 from staticsched.verify.report import Finding
@@ -204,7 +205,8 @@ def tensor_space_findings(ix: ProgramIndex) -> list[Finding]:
     out: list[Finding] = []
     for gid in range(ix.n):
         ins = ix.instr[gid]
-        if ix.role[gid] != OP or ins.kind not in ("load", "store"):
+        kind = KINDS.get(ins.kind)
+        if ix.role[gid] != OP or kind is None or not kind.gm:
             continue
         a = dict(ins.attrs)
         tensor = a.get("tensor")

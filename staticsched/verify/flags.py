@@ -100,34 +100,26 @@ def pairing_findings(ix: ProgramIndex) -> list[Finding]:
         sets = ix.sets_of.get(key, [])
         waits = ix.waits_of.get(key, [])
         if len(sets) > len(waits):
-            g = sets[len(waits)]
-            extra = len(sets) - len(waits)
-            out.append(
-                _finding(
-                    ix,
-                    "unpaired_set",
-                    f"{key_text(key)} has {_plural(len(sets), 'set')} but {_plural(len(waits), 'wait')}: "
-                    f"{ix.describe(g)}"
-                    + (f" and {extra - 1} later" if extra > 1 else "")
-                    + " never consumed, so the flag is still set at the end",
-                    [g],
-                )
-            )
+            out.append(_surplus(ix, key, "set", sets, "wait", waits,
+                                "never consumed, so the flag is still set at the end"))
         elif len(waits) > len(sets):
-            g = waits[len(sets)]
-            extra = len(waits) - len(sets)
-            out.append(
-                _finding(
-                    ix,
-                    "unpaired_wait",
-                    f"{key_text(key)} has {_plural(len(waits), 'wait')} but {_plural(len(sets), 'set')}: "
-                    f"{ix.describe(g)}"
-                    + (f" and {extra - 1} later" if extra > 1 else "")
-                    + " can never be satisfied",
-                    [g],
-                )
-            )
+            out.append(_surplus(ix, key, "wait", waits, "set", sets, "can never be satisfied"))
     return out
+
+
+def _surplus(ix: ProgramIndex, key: Key, more: str, many: list[int], fewer: str, few: list[int],
+             consequence: str) -> Finding:
+    """The finding of a flag key with more ``more`` instructions than ``fewer`` ones: it names
+    the first surplus one."""
+    g = many[len(few)]
+    extra = len(many) - len(few)
+    return _finding(
+        ix,
+        f"unpaired_{more}",
+        f"{key_text(key)} has {_plural(len(many), more)} but {_plural(len(few), fewer)}: "
+        f"{ix.describe(g)}" + (f" and {extra - 1} later" if extra > 1 else "") + f" {consequence}",
+        [g],
+    )
 
 
 def _finding(ix: ProgramIndex, kind: str, message: str, gids: list[int]) -> Finding:

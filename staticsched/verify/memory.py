@@ -115,15 +115,13 @@ def live_range_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
         g = min(gs, key=lambda x: (rep.start[x], x))
         more = f" ({len(gs) - 1} more accesses of it too)" if len(gs) > 1 else ""
         out.append(
-            Finding(
+            ix.finding_at(
                 "memory",
                 "outside_live_range",
                 f"{ix.describe(g)} accesses item '{it.name}' at cycles [{rep.start[g]}, {rep.end[g]}), "
                 f"outside its declared live range [{it.live_start}, {it.live_end}){more}",
-                ops=(ix.op_label(g),),
-                core=ix.core_of(g),
-                pipes=(ix.unit_of(g),),
-                cycle=rep.start[g],
+                g,
+                rep.start[g],
             )
         )
     return out
@@ -161,14 +159,12 @@ def uninitialized_read_findings(ix: ProgramIndex, rep: Replay) -> list[Finding]:
         ready = int(first_write_end[k])
         when = "no op writes it" if ready == never else f"its first write ends at {ready}"
         out.append(
-            Finding(
+            ix.finding_at(
                 "memory",
                 "uninitialized_read",
                 f"{ix.describe(g)} reads item '{items[k].name}' at cycle {st} but {when}",
-                ops=(ix.op_label(g),),
-                core=ix.core_of(g),
-                pipes=(ix.unit_of(g),),
-                cycle=st,
+                g,
+                st,
             )
         )
     return out

@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from staticsched.model.hardware import Hardware, load_hardware
+from staticsched.model.hardware import Hardware
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.program import ProgItem, Program, Stream
 from staticsched.verify.fluid import LinkShare, Shared
 from staticsched.verify.index import OP, SET, WAIT, Key, ProgramIndex, key_text

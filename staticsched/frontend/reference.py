@@ -1,0 +1,101 @@
+"""NumPy reference of a TaskGraph: seeded inputs and the expected outputs.
+
+Each task kind computes its outputs whole, independently of tiling, following the same
+precision contract as its micro-ops (fp16 operands, fp32 accumulation, fp32 -> fp16 where the
+hardware converts, Vector steps in fp32 from fp16 values rounded back to the tile's dtype);
+the Vector semantics come from the one vec-op table. Attention's reference is plain float32
+(``softmax(scale * Q Kᵀ [+ mask]) V``). This module draws the inputs and runs the kinds'
+references in dependency order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from staticsched._fields import Problems
+from staticsched.errors import InputError
+from staticsched.frontend.taskgraph import TaskGraph
+from staticsched.tasks import kind_of
+
+_F16 = np.float16
+
+
+def _input_scales(tg: TaskGraph) -> dict[str, float]:
+    """Per input tensor, the factor its kinds ask for (the smallest if several do)."""
+    scales: dict[str, float] = {}
+    for task in tg.tasks:
+        for name, s in kind_of(task).input_scales(task).items():
+            scales[name] = min(s, scales.get(name, s))
+    return scales
+
+
+def make_inputs(tg: TaskGraph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded fp16 values for every tensor no task writes, all 2-D.
+
+    One ``np.random.default_rng(seed)`` draws the tensors in name order, uniform in
+    ``[-1, 1)``, scaled as the tasks reading them ask (a matmul's ``b`` operand by
+    ``1/sqrt(K)``, so that a K-long dot product has a standard deviation of about ``1/3``
+    whatever K is — fp16 stays well scaled and gelu sees both of its regimes).
+
+    Parameters
+    ----------
+    tg
+        The task graph.
+    seed
+        Seed of the generator; equal seeds give identical arrays.
+
+    Returns
+    -------
+    dict
+        Tensor name -> C-contiguous ``float16`` array of the tensor's 2-D shape.
+    """
+    rng = np.random.default_rng(seed)
+    scales = _input_scales(tg)
+    out = {}
+    for name in tg.input_names:
+        shape = tg.tensor_map[name].shape2d
+        values = rng.uniform(-1.0, 1.0, size=shape) * scales.get(name, 1.0)
+        out[name] = np.ascontiguousarray(values.astype(_F16))
+    return out
+
+
+def reference(tg: TaskGraph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Evaluate ``tg`` on ``inputs`` in dependency order.
+
+    Parameters
+    ----------
+    tg
+        The task graph.
+    inputs
+        A value for every tensor no task writes (as :func:`make_inputs` returns), of its
+        2-D shape (or its declared shape).
+
+    Returns
+    -------
+    dict
+        Every tensor some task writes -> its 2-D value (``float16``; ``float32`` for attention,
+        whose reference is float32).
+
+    Raises
+    ------
+    InputError
+        If an input is missing or has the wrong shape, naming the tensor and the shapes.
+    """
+    pr = Problems()
+    env: dict[str, np.ndarray] = {}
+    for name in tg.input_names:
+        shape = tg.tensor_map[name].shape2d
+        if name not in inputs:
+            pr.add(f"reference: no value for input tensor '{name}' {list(shape)}")
+            continue
+        value = np.asarray(inputs[name])
+        if value.shape not in (shape, tg.tensor_map[name].shape):
+            pr.add(f"reference: input '{name}' has shape {list(value.shape)}, expected {list(shape)}")
+            continue
+        env[name] = value.reshape(shape).astype(_F16)
+    pr.raise_if_any(InputError)
+    for task in tg.ordered_tasks:
+        env.update(kind_of(task).reference(task, env))
+    return {name: env[name] for name in tg.output_names}

@@ -1,0 +1,290 @@
+"""TaskGraph: GM tensors and fused tasks (DESIGN §4), read from and written to JSON.
+
+Tasks depend on each other only through GM tensors: a task reading a tensor another task
+writes runs after it. What a task of each ``type`` is lives in its kind's module
+(:mod:`staticsched.tasks`); this module reads the file's header and tensors, dispatches each
+task to its kind's reader through the registry, and checks what spans tasks (one writer per
+tensor, no cycles). Every problem in a file is reported at once, one line each, naming the
+task, key or tensor and the numbers.
+
+Tensors are declared with 1 to 4 dims (leading batch and head dims, then a matrix); every
+GM tensor is 2-D everywhere else, its leading dims flattened into rows, and a 1-D ``[N]``
+tensor is the row ``[1, N]`` (lowering, reference, OpGraph tensors).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import attrs
+import networkx as nx
+
+from staticsched._fields import (
+    Problems,
+    check_keys,
+    check_name,
+    get_int,
+    get_list,
+    get_mapping,
+    get_str,
+    is_int,
+)
+from staticsched.errors import GraphError, InputError, TilingError
+from staticsched.model.opgraph import FORMAT as OPGRAPH_FORMAT
+from staticsched.model.opgraph import OpGraph, load_json_file, opgraph_from_dict
+from staticsched.tasks import KIND_OF_OP, KINDS, kind_of
+from staticsched.tasks.base import MAX_RANK, ReadContext, Task, TensorDecl
+
+FORMAT = "staticsched.taskgraph"
+VERSION = 1
+
+#: version 1 computes in fp16 with fp32 accumulation; other dtypes need other kernels
+DTYPES = ("float16",)
+
+__all__ = ["FORMAT", "VERSION", "TaskGraph", "TensorDecl", "dumps_taskgraph", "load_graph", "load_taskgraph",
+           "taskgraph_from_dict", "taskgraph_to_dict"]
+
+
+@attrs.frozen
+class TaskGraph:
+    """Declared GM tensors and tasks; build it with :func:`taskgraph_from_dict` so it is valid."""
+
+    tensors: tuple[TensorDecl, ...] = attrs.field(converter=tuple)
+    tasks: tuple[Task, ...] = attrs.field(converter=tuple)
+
+    @cached_property
+    def tensor_map(self) -> dict[str, TensorDecl]:
+        return {t.name: t for t in self.tensors}
+
+    @cached_property
+    def writer(self) -> dict[str, str]:
+        """Tensor name -> id of the task writing it."""
+        return {name: task.id for task in self.tasks for name in task.writes}
+
+    @cached_property
+    def input_names(self) -> tuple[str, ...]:
+        """Tensors no task writes (the graph's inputs), sorted."""
+        return tuple(sorted(t.name for t in self.tensors if t.name not in self.writer))
+
+    @cached_property
+    def output_names(self) -> tuple[str, ...]:
+        """Tensors some task writes, sorted."""
+        return tuple(sorted(self.writer))
+
+    @cached_property
+    def ordered_tasks(self) -> tuple[Task, ...]:
+        """Tasks in dependency order; independent tasks keep their file order."""
+        index = {t.id: i for i, t in enumerate(self.tasks)}
+        g = _task_dependencies(self.tasks)
+        order = nx.lexicographical_topological_sort(g, key=lambda n: index[n])
+        by_id = {t.id: t for t in self.tasks}
+        return tuple(by_id[n] for n in order)
+
+
+def _task_dependencies(tasks: tuple[Task, ...] | list[Task]) -> nx.DiGraph:
+    """Writer -> reader edges labelled with the tensor that carries them."""
+    g = nx.DiGraph()
+    g.add_nodes_from(t.id for t in tasks)
+    writer = {name: t.id for t in tasks for name in t.writes}
+    for t in tasks:
+        for name in t.reads:
+            src = writer.get(name)
+            if src is not None and src != t.id:
+                g.add_edge(src, t.id, tensor=name)
+    return g
+
+
+# --------------------------------------------------------------------------- reading
+
+
+_TOP_KEYS = ("format", "version", "tensors", "tasks")
+_TENSOR_KEYS = ("shape", "dtype", "space")
+
+
+def taskgraph_from_dict(data: Any, where: str = "<taskgraph>") -> TaskGraph:
+    """Build a :class:`TaskGraph` from decoded JSON, reporting every problem at once.
+
+    Parameters
+    ----------
+    data
+        The decoded JSON document (``{"format": "staticsched.taskgraph", ...}``).
+    where
+        Prefix of every problem line (usually the file path).
+
+    Raises
+    ------
+    GraphError
+        One line per problem (unknown keys or tensors, wrong types, shape mismatches with the
+        numbers, a tensor written twice, a task reading its own output, dependency cycles).
+    TilingError
+        When the only problems are in ``tiling`` objects.
+    """
+    if not isinstance(data, Mapping):
+        raise GraphError(f"{where}: top level must be an object, got {type(data).__name__}")
+    pr = Problems()
+    tiling_pr = Problems()
+    check_keys(data, _TOP_KEYS, where, pr)
+    fmt = data.get("format")
+    if fmt != FORMAT:
+        pr.add(f"{where}: 'format' must be '{FORMAT}', got {fmt!r}")
+    get_int(data, "version", where, pr, minimum=VERSION, maximum=VERSION)
+
+    tensors, bad_shapes = _read_tensors(data, where, pr)
+    # a tensor whose shape is broken stays declared but is left out of shape checks, so that
+    # one bad shape gives one problem line, not one per task using it
+    tmap = {t.name: (None if t.name in bad_shapes else t) for t in tensors}
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    raw_tasks = get_list(data, "tasks", where, pr)
+    if "tasks" in data and isinstance(data["tasks"], list) and not raw_tasks:
+        pr.add(f"{where}: 'tasks' is empty; a task graph needs at least one task")
+    for i, body in enumerate(raw_tasks):
+        w = f"{where}: tasks[{i}]"
+        if not isinstance(body, Mapping):
+            pr.add(f"{w}: must be an object, got {type(body).__name__}")
+            continue
+        task_id = get_str(body, "id", w, pr)
+        if task_id:
+            named = check_name(task_id, "task", w, pr)
+            w = f"{where}: task '{task_id}'"
+            # the id prefixes op ids and item names, whose parts '.' separates
+            if named and "." in task_id:
+                pr.add(f"{w}: id must not contain '.' (it separates the parts of op ids)")
+            if task_id in seen:
+                pr.add(f"{w}: duplicate task id")
+            seen.add(task_id)
+        kind = KINDS.get(get_str(body, "type", w, pr, choices=tuple(KINDS)))
+        if kind is not None:
+            task = kind.read(body, ReadContext(tmap, w, task_id, pr, tiling_pr, KIND_OF_OP))
+            if task is not None:
+                tasks.append(task)
+
+    _check_writers(tasks, where, pr)
+    if not pr:  # with every task read, a cycle is a problem of its own
+        _check_cycles(tasks, where, pr)
+    if pr:
+        pr.lines.extend(tiling_pr.lines)
+        pr.raise_if_any(GraphError)
+    tiling_pr.raise_if_any(TilingError)
+    return TaskGraph(tensors, tasks)
+
+
+def _read_tensors(data: Mapping[str, Any], where: str, pr: Problems) -> tuple[list[TensorDecl], set[str]]:
+    out = []
+    bad_shapes: set[str] = set()
+    for name, body in sorted(get_mapping(data, "tensors", where, pr, required=True).items()):
+        w = f"{where}: tensor '{name}'"
+        check_name(name, "tensor", where, pr)
+        if not isinstance(body, Mapping):
+            pr.add(f"{w}: must be an object, got {type(body).__name__}")
+            continue
+        check_keys(body, _TENSOR_KEYS, w, pr)
+        shape = get_list(body, "shape", w, pr)
+        if not 1 <= len(shape) <= MAX_RANK or not all(is_int(x) for x in shape):
+            pr.add(f"{w}: 'shape' must be a list of 1 to {MAX_RANK} integers (leading batch/head dims, "
+                   f"then rows and columns), got {body.get('shape')!r}")
+            shape = [1]
+            bad_shapes.add(name)
+        elif any(x <= 0 for x in shape):
+            pr.add(f"{w}: every dim of 'shape' must be positive, got {list(shape)}")
+            shape = [1]
+            bad_shapes.add(name)
+        dtype = get_str(body, "dtype", w, pr, default="float16")
+        if dtype and dtype not in DTYPES:
+            pr.add(
+                f"{w}: dtype {dtype!r} is not supported (version {VERSION} computes in "
+                f"{', '.join(DTYPES)} with fp32 accumulation)"
+            )
+        space = get_str(body, "space", w, pr, default="")
+        out.append(TensorDecl(name, tuple(shape), dtype, space))
+    return out, bad_shapes
+
+
+def _check_writers(tasks: list[Task], where: str, pr: Problems) -> None:
+    writers: dict[str, list[str]] = {}
+    for t in tasks:
+        for name in t.writes:
+            writers.setdefault(name, []).append(t.id)
+    for name in sorted(writers):
+        ids = writers[name]
+        if len(ids) > 1:
+            pr.add(
+                f"{where}: tensor '{name}' is written by {len(ids)} tasks "
+                f"({', '.join(repr(i) for i in ids)}); each tensor has at most one writer"
+            )
+
+
+def _check_cycles(tasks: list[Task], where: str, pr: Problems) -> None:
+    g = _task_dependencies(tasks)
+    try:
+        cycle = nx.find_cycle(g)
+    except nx.NetworkXNoCycle:
+        return
+    path = " -> ".join(f"'{u}'" for u, _ in cycle) + f" -> '{cycle[0][0]}'"
+    through = ", ".join(f"'{g[u][v]['tensor']}'" for u, v in cycle)
+    pr.add(f"{where}: task dependency cycle {path} (through tensors {through})")
+
+
+def load_taskgraph(path: str | Path) -> TaskGraph:
+    """Load a TaskGraph JSON file.
+
+    Raises
+    ------
+    InputError
+        If the file is missing or is not JSON; :class:`GraphError`/:class:`TilingError` if it is
+        not a valid task graph.
+    """
+    return taskgraph_from_dict(load_json_file(path), str(path))
+
+
+def load_graph(path: str | Path) -> TaskGraph | OpGraph:
+    """Load a TaskGraph or an OpGraph file, chosen by its ``"format"`` field.
+
+    Raises
+    ------
+    InputError
+        If the file is not JSON or its ``format`` is neither ``staticsched.taskgraph`` nor
+        ``staticsched.opgraph``.
+    """
+    data = load_json_file(path)
+    if not isinstance(data, Mapping):
+        raise InputError(f"{path}: top level must be a JSON object (a TaskGraph or an OpGraph), "
+                         f"got {type(data).__name__}")
+    fmt = data.get("format")
+    if fmt == FORMAT:
+        return taskgraph_from_dict(data, str(path))
+    if fmt == OPGRAPH_FORMAT:
+        return opgraph_from_dict(data, str(path))
+    raise InputError(f"{path}: 'format' must be '{FORMAT}' or '{OPGRAPH_FORMAT}', got {fmt!r}")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def taskgraph_to_dict(tg: TaskGraph) -> dict[str, Any]:
+    """The JSON form; ``taskgraph_from_dict(taskgraph_to_dict(tg)) == tg``."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "tensors": {t.name: _tensor_dict(t) for t in tg.tensors},
+        "tasks": [kind_of(t).to_dict(t) for t in tg.tasks],
+    }
+
+
+def _tensor_dict(t: TensorDecl) -> dict[str, Any]:
+    out: dict[str, Any] = {"shape": list(t.shape), "dtype": t.dtype}
+    if t.space:  # absent means the global space: graphs without placements keep their text
+        out["space"] = t.space
+    return out
+
+
+def dumps_taskgraph(tg: TaskGraph) -> str:
+    """Canonical JSON text of ``tg``: sorted keys, no spaces, one line.
+
+    Equal graphs give identical strings; this is what ``OpGraph.source`` holds.
+    """
+    return json.dumps(taskgraph_to_dict(tg), sort_keys=True, separators=(",", ":"), allow_nan=False)

@@ -1,0 +1,333 @@
+"""Reading a hardware model from TOML (see ``docs/formats.md``): presets ship as package data
+and load by name; any other argument is taken as a path. Every problem of a definition is one
+line (:class:`~staticsched.errors.HardwareError`). The values it builds are in
+:mod:`staticsched.model.hardware`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path as FsPath
+from typing import Any
+
+from staticsched._fields import (
+    Problems,
+    check_keys,
+    check_name,
+    get_bool,
+    get_int,
+    get_list,
+    get_mapping,
+    get_number,
+    get_str,
+    get_str_list,
+    positive_ints,
+)
+from staticsched.errors import HardwareError
+from staticsched.model.hardware import (
+    DTYPE_BYTES,
+    RATE_DENOM,
+    ROLES,
+    CubeModel,
+    Hardware,
+    Link,
+    Space,
+    SyncModel,
+    TransferPath,
+    Unit,
+    VectorModel,
+)
+from staticsched.model.vecops import VECOPS
+
+_TOP_KEYS = {
+    "name",
+    "cores",
+    "clock_ghz",
+    "description",
+    "units",
+    "spaces",
+    "sync",
+    "paths",
+    "links",
+    "cube",
+    "vector",
+    "roles",
+}
+
+
+def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardware:
+    """Build a :class:`Hardware` from decoded TOML, reporting every problem at once.
+
+    Raises
+    ------
+    HardwareError
+        One line per problem, each naming the file and the key.
+    """
+    pr = Problems()
+    if not isinstance(data, dict):
+        raise HardwareError(f"{where}: top level must be a table")
+    check_keys(data, _TOP_KEYS, where, pr)
+    name = get_str(data, "name", where, pr)
+    if name:
+        check_name(name, "hardware", where, pr)
+    cores = get_int(data, "cores", where, pr, minimum=1, maximum=4096)
+    clock = get_number(data, "clock_ghz", where, pr, default=1.0, positive=True)
+    description = get_str(data, "description", where, pr, default="")
+
+    units = []
+    for uname, body in get_mapping(data, "units", where, pr, required=True).items():
+        w = f"{where}: units.{uname}"
+        check_name(uname, "unit", where, pr)
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be a table")
+            continue
+        check_keys(body, {"description"}, w, pr)
+        units.append(Unit(uname, get_str(body, "description", w, pr, default="")))
+    if not units and "units" in data:
+        pr.add(f"{where}: 'units' declares no pipe")
+    unit_set = {u.name for u in units}
+
+    spaces = []
+    for sname, body in get_mapping(data, "spaces", where, pr, required=True).items():
+        w = f"{where}: spaces.{sname}"
+        check_name(sname, "space", where, pr)
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be a table")
+            continue
+        check_keys(body, {"capacity", "unbounded", "alignment", "description"}, w, pr)
+        unbounded = get_bool(body, "unbounded", w, pr, default=False)
+        if unbounded and "capacity" in body:
+            pr.add(f"{w}: give either 'capacity' or 'unbounded = true', not both")
+        # unbounded memory is explicit: a capacity of 0 is a typo, not "infinite on-chip memory"
+        if not unbounded and body.get("capacity") == 0 and not isinstance(body.get("capacity"), bool):
+            # the form files written before `unbounded` existed used: say what to write now
+            pr.add(f"{w}: 'capacity' = 0 no longer means unbounded; write `unbounded = true` for an "
+                   "unbounded space (off-chip memory), or give its capacity in bytes")
+            cap = 0
+        else:
+            cap = 0 if unbounded else get_int(body, "capacity", w, pr, minimum=1)
+        align = get_int(body, "alignment", w, pr, default=1, minimum=1)
+        spaces.append(Space(sname, cap, align))
+    space_set = {s.name for s in spaces}
+
+    sync_d = get_mapping(data, "sync", where, pr)
+    w = f"{where}: sync"
+    check_keys(sync_d, {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency",
+                        "cross_core_capacity"}, w, pr)
+    flag_latency = get_int(sync_d, "flag_latency", w, pr, default=0, minimum=0)
+    sync = SyncModel(
+        event_ids=get_int(sync_d, "event_ids", w, pr, default=8, minimum=0, maximum=64),
+        flag_latency=flag_latency,
+        cross_core_event_ids=get_int(
+            sync_d, "cross_core_event_ids", w, pr, default=16, minimum=0, maximum=1024
+        ),
+        cross_core_latency=get_int(sync_d, "cross_core_latency", w, pr, default=flag_latency, minimum=0),
+        cross_core_capacity=get_int(sync_d, "cross_core_capacity", w, pr, default=15, minimum=1,
+                                    maximum=1 << 16),
+    )
+
+    if sync.cross_core_latency < sync.flag_latency:
+        # a dependency implied through another core must cost at least a direct flag, or the
+        # emitted timetable (with the redundant flag dropped) would be shorter than the model
+        pr.add(f"{where}: sync: 'cross_core_latency' = {sync.cross_core_latency} must be >= "
+               f"'flag_latency' = {sync.flag_latency}")
+    paths = []
+    seen_paths: set[tuple[str, str]] = set()
+    for i, body in enumerate(get_list(data, "paths", where, pr, default=[])):
+        w = f"{where}: paths[{i}]"
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be a table")
+            continue
+        check_keys(body, {"unit", "src", "dst", "bytes_per_cycle", "overhead", "description"}, w, pr)
+        p = TransferPath(
+            unit=get_str(body, "unit", w, pr),
+            src=get_str(body, "src", w, pr),
+            dst=get_str(body, "dst", w, pr),
+            bytes_per_cycle=get_number(body, "bytes_per_cycle", w, pr, positive=True),
+            overhead=get_int(body, "overhead", w, pr, default=0, minimum=0),
+        )
+        if p.unit and unit_set and p.unit not in unit_set:
+            pr.add(f"{w}: unknown unit '{p.unit}' (units: {', '.join(sorted(unit_set))})")
+        for end in (p.src, p.dst):
+            if end and space_set and end not in space_set:
+                pr.add(f"{w}: unknown space '{end}' (spaces: {', '.join(sorted(space_set))})")
+        if (p.src, p.dst) in seen_paths:
+            pr.add(f"{w}: duplicate path {p.src}->{p.dst}")
+        seen_paths.add((p.src, p.dst))
+        paths.append(p)
+
+    links = _read_links(data, where, seen_paths, pr)
+
+    cube = None
+    if "cube" in data:
+        cd = get_mapping(data, "cube", where, pr)
+        w = f"{where}: cube"
+        check_keys(cd, {"unit", "fractal", "macs_per_cycle", "overhead"}, w, pr)
+        unit = get_str(cd, "unit", w, pr)
+        if unit and unit_set and unit not in unit_set:
+            pr.add(f"{w}: unknown unit '{unit}'")
+        fractal = get_list(cd, "fractal", w, pr, default=[16, 16, 16])
+        if not positive_ints(fractal, 3):
+            pr.add(f"{w}: 'fractal' must be three positive integers, got {fractal!r}")
+            fractal = [16, 16, 16]
+        macs = get_mapping(cd, "macs_per_cycle", w, pr, required=True)
+        macs_ok = {}
+        for dt in sorted(macs):
+            if dt not in DTYPE_BYTES:
+                pr.add(f"{w}: macs_per_cycle: unknown dtype '{dt}'")
+            macs_ok[dt] = get_int(macs, dt, f"{w}.macs_per_cycle", pr, minimum=1)
+        cube = CubeModel(unit, tuple(fractal), macs_ok, get_int(cd, "overhead", w, pr, default=0, minimum=0))
+
+    vector = None
+    if "vector" in data:
+        vd = get_mapping(data, "vector", where, pr)
+        w = f"{where}: vector"
+        check_keys(vd, {"unit", "bytes_per_cycle", "overhead", "passes"}, w, pr)
+        unit = get_str(vd, "unit", w, pr)
+        if unit and unit_set and unit not in unit_set:
+            pr.add(f"{w}: unknown unit '{unit}'")
+        passes = get_mapping(vd, "passes", w, pr)
+        passes_ok = {k: get_number(passes, k, f"{w}.passes", pr, positive=True) for k in sorted(passes)}
+        for k in sorted(set(passes) - set(VECOPS)):
+            pr.add(f"{w}.passes: unknown vector op '{k}' (ops: {', '.join(VECOPS)})")
+        vector = VectorModel(
+            unit,
+            get_number(vd, "bytes_per_cycle", w, pr, positive=True),
+            get_int(vd, "overhead", w, pr, default=0, minimum=0),
+            passes_ok,
+        )
+
+    roles = _read_roles(data, where, spaces, pr)
+
+    pr.raise_if_any(HardwareError)
+    return Hardware(
+        name=name,
+        cores=cores,
+        units=units,
+        spaces=spaces,
+        sync=sync,
+        paths=paths,
+        links=links,
+        cube=cube,
+        vector=vector,
+        clock_ghz=clock,
+        description=description,
+        source=where,
+        roles=roles,
+    )
+
+
+def _read_roles(data: dict[str, Any], where: str, spaces: list[Space], pr: Problems) -> dict[str, str]:
+    """``[roles]``: role -> a declared space; ``global`` unbounded, the others bounded."""
+    body = get_mapping(data, "roles", where, pr)
+    w = f"{where}: roles"
+    check_keys(body, ROLES, w, pr)
+    by_name = {s.name: s for s in spaces}
+    out = {}
+    for role in sorted(set(body) & set(ROLES)):
+        space = get_str(body, role, w, pr)
+        if not space:
+            continue
+        sp = by_name.get(space)
+        if sp is None:
+            pr.add(f"{w}: {role} = '{space}' is not a declared space ({', '.join(by_name)})")
+        elif role == "global" and sp.bounded:
+            pr.add(f"{w}: global = '{space}' must be an unbounded space (global memory)")
+        elif role != "global" and not sp.bounded:
+            pr.add(f"{w}: {role} = '{space}' must be a bounded (on-chip) space")
+        else:
+            out[role] = space
+    return out
+
+
+def _read_links(
+    data: dict[str, Any], where: str, paths: set[tuple[str, str]], pr: Problems
+) -> list[Link]:
+    """``[[links]]``: each a name, a positive bandwidth and the declared paths it carries."""
+    links = []
+    names: set[str] = set()
+    for i, body in enumerate(get_list(data, "links", where, pr, default=[])):
+        w = f"{where}: links[{i}]"
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be a table")
+            continue
+        name = get_str(body, "name", w, pr)
+        if name:
+            check_name(name, "link", w, pr)
+            w = f"{where}: link '{name}'"
+            if name in names:
+                pr.add(f"{w}: duplicate link name")
+            names.add(name)
+        check_keys(body, {"name", "bytes_per_cycle", "paths", "description"}, w, pr)
+        bpc = get_number(body, "bytes_per_cycle", w, pr, positive=True)
+        if bpc * RATE_DENOM != int(bpc * RATE_DENOM):
+            pr.add(f"{w}: 'bytes_per_cycle' = {bpc!r} must be a multiple of 1/{RATE_DENOM}")
+        raw = get_str_list(body, "paths", w, pr)
+        if "paths" in body and not raw:
+            pr.add(f"{w}: 'paths' names no transfer path")
+        pairs = []
+        for text in raw:
+            src, sep, dst = text.partition("->")
+            pair = (src.strip(), dst.strip())
+            if not sep or not pair[0] or not pair[1]:
+                pr.add(f"{w}: path {text!r} must be written 'SRC->DST'")
+            elif paths and pair not in paths:
+                known = ", ".join(f"{a}->{b}" for a, b in sorted(paths))
+                pr.add(f"{w}: unknown path '{text}' (declared [[paths]]: {known})")
+            elif pair in pairs:
+                pr.add(f"{w}: path '{text}' listed twice")
+            else:
+                pairs.append(pair)
+        links.append(Link(name, bpc, pairs, get_str(body, "description", w, pr, default="")))
+    return links
+
+
+def list_presets() -> list[str]:
+    """Names of the hardware presets shipped with the package, sorted."""
+    root = resources.files("staticsched") / "presets"
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def hardware_document(name_or_path: str | FsPath) -> tuple[dict[str, Any], str]:
+    """The decoded TOML of a preset (by name) or a file (by path), and the name to report it
+    by (``preset 'seed-davinci'`` or the path).
+
+    Raises
+    ------
+    HardwareError
+        When it is neither a preset nor a readable TOML file.
+    """
+    text_name = str(name_or_path)
+    if text_name in list_presets():
+        res = resources.files("staticsched") / "presets" / f"{text_name}.toml"
+        text = res.read_text(encoding="utf-8")
+        where = f"preset '{text_name}'"
+    else:
+        path = FsPath(text_name)
+        if not path.is_file():
+            raise HardwareError(
+                f"{text_name}: no such hardware file or preset (presets: {', '.join(list_presets())})"
+            )
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise HardwareError(f"{text_name}: cannot read: {exc}") from None
+        where = text_name
+    try:
+        return tomllib.loads(text), where
+    except tomllib.TOMLDecodeError as exc:
+        raise HardwareError(f"{where}: not valid TOML: {exc}") from None
+
+
+def load_hardware(name_or_path: str | FsPath | Hardware) -> Hardware:
+    """Load a preset by name (``"seed-davinci"``) or a TOML file by path.
+
+    Raises
+    ------
+    HardwareError
+        When the file is missing, is not TOML, or is not a valid hardware model.
+    """
+    if isinstance(name_or_path, Hardware):
+        return name_or_path
+    return hardware_from_dict(*hardware_document(name_or_path))

@@ -1,0 +1,131 @@
+"""The whole pipeline in one call: lower, solve, plan sync and build the program
+(:func:`compile_graph`), and what it returns (:class:`Compiled`). The public entry points of
+:mod:`staticsched.api` and the sweeps and tuner of :mod:`staticsched.explore` both call it, so
+it sits below them. The solver and the emitter are imported when first called, so that
+``import staticsched`` and the CLI's argument errors do not wait for OR-Tools."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from staticsched.errors import InputError, StaticschedError
+from staticsched.model.hardware import Hardware
+from staticsched.model.hardware_toml import load_hardware
+from staticsched.model.opgraph import OpGraph
+from staticsched.model.program import Program
+from staticsched.model.schedule import Schedule
+from staticsched.options import DEFAULT_OP_BUDGET, option_problems
+from staticsched.progress import Progress, as_progress
+
+
+@attrs.frozen
+class Compiled:
+    """Everything one run produces: the final schedule, the program and the sync plan, and
+    how long each phase took (``timings``: ``(phase, seconds)`` in the order they ran)."""
+
+    graph: OpGraph = attrs.field(repr=False)
+    schedule: Schedule = attrs.field(repr=False)
+    program: Program = attrs.field(repr=False)
+    plan: Any = attrs.field(repr=False)
+    timings: tuple[tuple[str, float], ...] = attrs.field(converter=tuple, default=(), repr=False)
+
+    def write(
+        self,
+        outdir: str | Path,
+        *,
+        outputs: Sequence[str] | None = None,
+        compress: bool | None = None,
+        extra_files: Mapping[str, str | bytes] | None = None,
+    ) -> list[Path]:
+        """Write the output files (timetable, program, bundles, trace, Gantt) atomically.
+
+        Parameters
+        ----------
+        outdir
+            The directory (created if missing).
+        outputs, compress
+            Which files, and gzip for JSON: see :func:`staticsched.emit.choose_outputs`
+            (default: all files; JSON compressed for programs over 50,000 ops).
+        extra_files
+            More files to write in the same atomic step.
+
+        Returns
+        -------
+        list of Path
+            The files written.
+        """
+        from staticsched.emit import write_outputs
+
+        return write_outputs(outdir, self.schedule, self.program, self.plan, outputs=outputs,
+                             compress=compress, extra_files=extra_files)
+
+
+def as_opgraph(graph: Any, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUDGET) -> OpGraph:
+    """Turn a path, TaskGraph or OpGraph into a checked OpGraph (lowering a TaskGraph first)."""
+    from staticsched.frontend.lowering import lower
+    from staticsched.frontend.taskgraph import TaskGraph, load_graph
+
+    where = ""
+    if isinstance(graph, str | Path):
+        where = str(graph)
+        graph = load_graph(graph)
+    if not isinstance(graph, TaskGraph | OpGraph):
+        raise InputError(f"graph must be a TaskGraph, an OpGraph or a path, got {type(graph).__name__}")
+    try:
+        if isinstance(graph, TaskGraph):
+            graph = lower(graph, hw, op_budget=op_budget)
+        graph.check(hw)
+    except StaticschedError as exc:
+        if not where:
+            raise
+        raise naming(exc, where) from None
+    return graph
+
+
+def naming(exc: StaticschedError, where: str) -> StaticschedError:
+    """``exc`` with every line naming the file it is about, as the loaders' own lines do."""
+    return type(exc)([p if p.startswith(f"{where}: ") else f"{where}: {p}" for p in exc.problems])
+
+
+def compile_graph(
+    graph: Any,
+    hw: Hardware | str | Path,
+    *,
+    time_limit: float = 60.0,
+    seed: int = 0,
+    workers: int = 1,
+    method: str = "cpsat",
+    mode: str = "flags",
+    op_budget: int | None = DEFAULT_OP_BUDGET,
+    progress: Progress | Callable[[str], None] | None = None,
+    wall_clock: bool = False,
+    link_policy: str = "auto",
+) -> Compiled:
+    """Lower, check, solve, plan sync and build the program.
+
+    Parameters are those of :func:`schedule`; ``mode`` selects the program's form
+    (``"flags"`` or ``"timed"``), ``progress`` receives the phases and progress lines (a
+    :class:`staticsched.progress.Progress`, or a callable taking one line).
+    """
+    from staticsched.emit import finalize
+    from staticsched.solver import solve
+
+    bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers)
+    if bad:
+        raise InputError(bad)
+    rep = as_progress(progress)
+    done = len(rep.timings)
+    with rep.phase("lower"):
+        hw = load_hardware(hw)
+        og = as_opgraph(graph, hw, op_budget=op_budget)
+    with rep.phase("solve"):
+        # without flags (timed mode) the event-id budgets constrain nothing
+        raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
+                    progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags",
+                    time_mode="wall" if wall_clock else "deterministic", link_policy=link_policy)
+    final, program, plan = finalize(raw, mode=mode, progress=rep)
+    return Compiled(og, final, program, plan, rep.timings[done:])

@@ -1,0 +1,115 @@
+"""The coupled-link start: when cores share a binding link, the candidates (the coupled
+search, an equal and a weighted static split) are solved and compared by how their programs
+run (:mod:`.fluid_replay`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from staticsched.model.hardware import Hardware
+from staticsched.model.links import Transfer, peak_usage
+from staticsched.model.opgraph import OpGraph
+from staticsched.solver.families.links import fix_rates
+from staticsched.solver.linkplan import LinkPlan, coupled_pairs
+from staticsched.solver.list_sched import Timetable
+from staticsched.solver.problem import Problem, ProblemMap
+from staticsched.solver.runners import Run, assembled_makespan, solve_pairs
+from staticsched.solver.subproblem import HOLDS, SubResult
+
+
+def coupled_start(
+    graph: OpGraph,
+    hw: Hardware,
+    pairs: list[tuple[Problem, ProblemMap]],
+    lp: LinkPlan,
+    run: Run,
+    say: Callable[[str], None],
+    progress: Callable[[str], None] | None,
+    event_budgets: bool,
+    transfers: dict[int, Transfer],
+):
+    """List-schedule the cheap candidates of a coupled plan -- the cores as if the link were
+    not there (kept when their timetable happens to fit it) and the static splits -- and
+    decide what to search: when a split is as short as the cores' own timetables, the link
+    costs nothing and the split's problems (identical cores solved once) get the whole time;
+    otherwise the chip's problem does, from the best candidate.
+
+    Returns the plan (its note naming the candidates and the choice), the start timetables,
+    the best candidate (pairs, results), the problems to solve and every candidate (name,
+    pairs, results). Timed mode (no ``event_budgets``) drops the event-id budgets."""
+    quick = attrs.evolve(run, method="list")
+    free = solve_pairs(graph, list(pairs), quick, say, progress)
+    own = assembled_makespan(*free)
+    fits = _fits_links(hw, transfers, *free, overhead_holds=HOLDS)
+    tried = [f"own timetables {own}" + ("" if fits else " (overload the link)")]
+    cands = [("own timetables", list(pairs), free)] if fits else []
+    for name, split in lp.splits:
+        cand = solve_pairs(graph, list(split), quick, say, progress)
+        tried.append(f"{name} {assembled_makespan(*cand)}")
+        cands.append((name, list(split), cand))
+    name, problems, best = min(cands, key=lambda c: assembled_makespan(*c[2]))
+    listed = ", ".join(tried)
+    say(f"links: list schedules of the candidates: {listed}")
+    if name != "own timetables" and assembled_makespan(*best) <= own:
+        # as short as without the link: searching the chip as a whole cannot beat it by more
+        # than searching each core alone would, and the split keeps identical cores one problem
+        demand = lp.note.split(";")[0].removeprefix("coupled: ")
+        note = (f"{name} ({demand}): as short as the cores' own timetables (list schedules: "
+                f"{listed}), so each core is solved with its share")
+        return attrs.evolve(lp, case=name, note=note), [None] * len(problems), None, problems, []
+    note = f"{lp.note} (list schedules: {listed}; the chip's search starts from the {name})"
+    chip = coupled_pairs(graph, hw, lp, transfers, HOLDS, flags=event_budgets)
+    return attrs.evolve(lp, note=note), _seeds(chip, *best, graph), best, chip, cands
+
+
+def _seeds(
+    chip: list[tuple[Problem, ProblemMap]],
+    seed_pairs: list[tuple[Problem, ProblemMap]],
+    seeded: list[SubResult],
+    graph: OpGraph,
+) -> list[Timetable | None]:
+    """Start timetables for the coupled problems from a candidate's solution (a static split,
+    or the cores' own timetables when they fit the link): the same starts, addresses and
+    rates, which fit the whole link (a split's shares add up to at most the link)."""
+    n_ops, n_items = len(graph.ops), len(graph.items)
+    start, rate, offset = [0] * n_ops, [0] * n_ops, [0] * n_items
+    for (_, pmap), res in zip(seed_pairs, seeded, strict=True):
+        for li, gi in enumerate(pmap.ops):
+            start[gi] = res.starts[li]
+            rate[gi] = res.rates[li] if res.rates else 0
+        for lk, gk in enumerate(pmap.items):
+            offset[gk] = res.offsets[lk]
+    out: list[Timetable | None] = []
+    for prob, pmap in chip:
+        starts = [start[g] for g in pmap.ops]
+        rates = [rate[g] for g in pmap.ops] if prob.xfers else []
+        fixed = fix_rates(prob, rates)
+        ends = [s + d for s, d in zip(starts, fixed.dur, strict=True)]
+        out.append(Timetable(starts, [offset[g] for g in pmap.items], max(ends, default=0), "split",
+                             rates))
+    return out
+
+
+def _fits_links(
+    hw: Hardware,
+    transfers: dict[int, Transfer],
+    pairs: list[tuple[Problem, ProblemMap]],
+    results: list[SubResult],
+    overhead_holds: bool,
+) -> bool:
+    """Whether the chip timetable of ``results`` (every transfer at its path's rate) stays
+    within every link's bandwidth, transfers holding from their start (flags) or from the end
+    of their overhead (timed)."""
+    holds: dict[str, list[tuple[int, int, int]]] = {lk.name: [] for lk in hw.links}
+    for (_, pmap), res in zip(pairs, results, strict=True):
+        for li, gi in enumerate(pmap.ops):
+            x = transfers.get(gi)
+            if x is None:
+                continue
+            start = res.starts[li]
+            begin = start if overhead_holds else start + x.overhead
+            for name in x.links:
+                holds[name].append((begin, start + x.cycles(0), x.path_units))
+    return all(peak_usage(holds[lk.name])[0] <= lk.units for lk in hw.links)

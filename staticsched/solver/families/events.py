@@ -1,0 +1,213 @@
+"""The event-id family: a flag lifetime (a :class:`~staticsched.solver.problem.Token`) runs
+from its producer's end to its first consumer's start plus the latency; each binding pool of
+event ids (a pipe pair, or a core pair) holds at most its capacity of them at once. A
+lifetime is counted only when its producer runs after every rival of some consumer (else the
+flag is redundant: another one already orders them). :class:`EventTracker` is the list
+scheduler's view."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+import attrs
+from ortools.sat.python import cp_model
+
+from staticsched.solver.families.base import Edge
+from staticsched.solver.list_prep import Prep
+from staticsched.solver.problem import Problem, Token
+from staticsched.solver.variables import Variables
+
+
+@attrs.define
+class EventVars:
+    """The family's variables, per token of a binding pool.
+
+    Attributes
+    ----------
+    first : dict token -> LinearExpr
+        First start among the token's consumers.
+    token : dict token -> IntervalVar
+        The flag lifetime, optional with ``present`` unless mandatory.
+    """
+
+    first: dict[int, cp_model.LinearExprT] = attrs.Factory(dict)
+    first_var: dict[int, cp_model.IntVar] = attrs.Factory(dict)
+    size: dict[int, cp_model.IntVar] = attrs.Factory(dict)
+    present: dict[int, cp_model.IntVar] = attrs.Factory(dict)
+    token: dict[int, cp_model.IntervalVar] = attrs.Factory(dict)
+
+
+def event_vars(v: Variables) -> EventVars:
+    return v.of["events"]
+
+
+class Events:
+    name = "events"
+
+    def variables(self, v: Variables) -> None:
+        model, prob = v.model, v.prob
+        ev = v.of[self.name] = EventVars()
+        for k, tok in enumerate(prob.tokens):
+            if not prob.budgets[tok.budget].binding:
+                continue
+            if len(tok.consumers) == 1:
+                first = v.start[tok.consumers[0]]
+            else:
+                # the lifetime must reach the *first* consumer exactly: a shorter interval
+                # would undercount, so this is an equality, not a bound
+                first = model.new_int_var(0, v.horizon, f"tf{k}")
+                model.add_min_equality(first, [v.start[c] for c in tok.consumers])
+                ev.first_var[k] = first
+            ev.first[k] = first
+            # every consumer starts at least ``latency`` after the producer ends
+            size = model.new_int_var(tok.end(tok.latency), v.horizon + tok.end(tok.latency), f"ts{k}")
+            ev.size[k] = size
+            begin, end = v.end(tok.producer), first + tok.end(0)
+            if tok.mandatory:
+                ev.token[k] = model.new_interval_var(begin, size, end, f"tok{k}")
+            else:
+                present = model.new_bool_var(f"tp{k}")
+                ev.present[k] = present
+                ev.token[k] = model.new_optional_interval_var(begin, size, end, present, f"tok{k}")
+
+    def constrain(self, v: Variables, whole: bool) -> None:
+        model, prob, ev = v.model, v.prob, event_vars(v)
+        # a token is counted when its producer runs after every rival of some consumer
+        for k in sorted(ev.present):
+            tok = prob.tokens[k]
+            present = ev.present[k]
+            for rivals in tok.triggers:
+                model.add_bool_or([present, *(v.runs_after(tok.producer, r).Not() for r in rivals)])
+        # at most ``event_ids`` flag lifetimes live per pipe pair (or core pair)
+        by_budget: dict[int, list[int]] = {}
+        for k in sorted(ev.token):
+            by_budget.setdefault(prob.tokens[k].budget, []).append(k)
+        for b in sorted(by_budget):
+            ks = by_budget[b]
+            cap = prob.budgets[b].capacity
+            lat = max(prob.tokens[k].end(0) for k in ks)
+            tail = [v.after_makespan(lat, f"mk_budget{b}")] if whole else []
+            model.add_cumulative(
+                [*(ev.token[k] for k in ks), *tail], [1] * len(ks) + [cap] * len(tail), cap
+            )
+
+    def hint(self, model: cp_model.CpModel, v: Variables, starts: Sequence[int],
+             offsets: Sequence[int]) -> None:
+        prob, ev, dur = v.prob, event_vars(v), v.prob.dur
+        for k in sorted(ev.token):
+            tok = prob.tokens[k]
+            first = min(starts[c] for c in tok.consumers)
+            if k in ev.first_var:
+                model.add_hint(ev.first_var[k], first)
+            model.add_hint(ev.size[k], tok.end(first) - starts[tok.producer] - dur[tok.producer])
+            if k in ev.present:
+                present = any(all(starts[r] < starts[tok.producer] for r in rv) for rv in tok.triggers)
+                model.add_hint(ev.present[k], present)
+
+    def violations(self, prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[str]:
+        dur = prob.dur
+        out: list[str] = []
+        live: dict[int, list[tuple[int, int]]] = {}
+        for tok in prob.tokens:
+            if not prob.budgets[tok.budget].binding:
+                continue
+            u = tok.producer
+            if any(all(starts[r] < starts[u] for r in rv) for rv in tok.triggers):
+                first = min(starts[c] for c in tok.consumers)
+                live.setdefault(tok.budget, []).append((starts[u] + dur[u], tok.end(first)))
+        for b, ivs in live.items():
+            events = sorted([(s, 1) for s, e in ivs if e > s] + [(e, -1) for s, e in ivs if e > s])
+            level = 0
+            for _, d in events:
+                level += d
+                if level > prob.budgets[b].capacity:
+                    out.append(f"budget {b} exceeded")
+                    break
+        return out
+
+    def bounds(self, prob: Problem, heads: Sequence[int], tails: Sequence[int],
+               core_names: tuple[int, ...] | None) -> list[tuple[str, int]]:
+        """None: a pool short of ids delays flags, which the order decides."""
+        return []
+
+    def order_edges(self, prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[Edge]:
+        """None: the sync planner assigns ids to the flags of the edges that need them."""
+        return []
+
+
+EVENTS = Events()
+
+_ABSENT, _OPEN, _CLOSED = 1, 2, 3
+
+
+class EventTracker:
+    """Flag lifetimes (tokens) of binding event-id pools while the schedule is built.
+
+    A token opens when its producer starts (its lifetime begins at the producer's end) if the
+    producer runs after all rivals of some trigger, and closes when the first consumer starts.
+    """
+
+    def __init__(self, prob: Problem, prep: Prep) -> None:
+        self.prob, self.prep = prob, prep
+        self.state = [0] * len(prob.tokens)
+        self.open_count = [0] * len(prob.budgets)
+        self.closed_ends: list[list[int]] = [[] for _ in prob.budgets]
+        # only binding pools constrain anything; their closed lifetimes' ends, soonest first
+        self.binding = [b.binding for b in prob.budgets]
+        self.ends: list[tuple[int, int]] = []  # (end, budget) heap
+
+    def full(self, i: int, end: int, start: list[int]) -> int:
+        """-1 if op ``i`` may open its lifetimes, which begin at ``end``; else the full pool."""
+        need: dict[int, int] = {}
+        for k in self.prep.produces[i]:
+            tok = self.prob.tokens[k]
+            if self.prob.budgets[tok.budget].binding and _present(tok, start):
+                need[tok.budget] = need.get(tok.budget, 0) + 1
+        for b, c in need.items():
+            live = self.open_count[b] + sum(1 for e in self.closed_ends[b] if e > end)
+            if live + c > self.prob.budgets[b].capacity:
+                return b
+        return -1
+
+    def begin(self, i: int, t: int, start: list[int]) -> None:
+        """Op ``i`` starts at ``t`` (``start[i]`` already set): open and close lifetimes."""
+        for k in self.prep.produces[i]:
+            tok = self.prob.tokens[k]
+            if _present(tok, start):
+                self.state[k] = _OPEN
+                self.open_count[tok.budget] += 1
+            else:
+                self.state[k] = _ABSENT
+        for k in self.prep.consumes[i]:
+            if self.state[k] == _OPEN:
+                tok = self.prob.tokens[k]
+                self.state[k] = _CLOSED
+                self.open_count[tok.budget] -= 1
+                if self.binding[tok.budget]:
+                    e = tok.end(t)
+                    self.closed_ends[tok.budget].append(e)
+                    heapq.heappush(self.ends, (e, tok.budget))
+
+    def prune(self, t: int) -> None:
+        dirty = set()
+        while self.ends and self.ends[0][0] <= t:
+            dirty.add(heapq.heappop(self.ends)[1])
+        for b in dirty:
+            self.closed_ends[b] = [e for e in self.closed_ends[b] if e > t]
+
+    def next_change(self) -> int | None:
+        return self.ends[0][0] if self.ends else None
+
+    def holders(self, b: int) -> tuple[int, ...]:
+        """Producers whose lifetimes in pool ``b`` are open."""
+        return tuple(
+            tok.producer
+            for k, tok in enumerate(self.prob.tokens)
+            if tok.budget == b and self.state[k] == _OPEN
+        )
+
+
+def _present(tok: Token, start: list[int]) -> bool:
+    """The producer (starting now) runs after all rivals of at least one trigger."""
+    return any(all(start[r] >= 0 for r in rv) for rv in tok.triggers)

@@ -1,0 +1,87 @@
+"""The pipe family: each op occupies its pipe (one op at a time per pipe), after its
+predecessors (the graph's edges with their latencies)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from ortools.sat.python import cp_model
+
+from staticsched.solver.families.base import Edge
+from staticsched.solver.problem import Problem
+from staticsched.solver.variables import Variables
+
+
+def _by_pipe(prob: Problem) -> dict[int, list[int]]:
+    by_pipe: dict[int, list[int]] = {}
+    for i, p in enumerate(prob.pipe_of):
+        by_pipe.setdefault(p, []).append(i)
+    return by_pipe
+
+
+class Pipes:
+    name = "pipes"
+
+    def variables(self, v: Variables) -> None:
+        """The ops' starts and intervals are the model's own (:class:`.Variables`)."""
+
+    def constrain(self, v: Variables, whole: bool) -> None:
+        model, prob = v.model, v.prob
+        # each pipe runs one op at a time
+        by_pipe = _by_pipe(prob)
+        for p in sorted(by_pipe):
+            if len(by_pipe[p]) > 1:
+                model.add_no_overlap([v.interval[i] for i in by_pipe[p]])
+        # start[dst] >= end[src] + latency for every edge
+        for a, b, lat in prob.edges:
+            model.add(v.start[b] >= v.end(a) + lat)
+
+    def hint(self, model: cp_model.CpModel, v: Variables, starts: Sequence[int],
+             offsets: Sequence[int]) -> None:
+        for i in range(v.prob.n):
+            model.add_hint(v.start[i], starts[i])
+
+    def violations(self, prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[str]:
+        dur = prob.dur
+        out: list[str] = []
+        for a, b, lat in prob.edges:
+            if starts[a] + dur[a] + lat > starts[b]:
+                out.append(f"edge {a}->{b}")
+        for ops in _by_pipe(prob).values():
+            ops.sort(key=lambda i: starts[i])
+            for x, y in itertools.pairwise(ops):
+                if starts[x] + dur[x] > starts[y]:
+                    out.append(f"pipe overlap {x},{y}")
+        return out
+
+    def bounds(self, prob: Problem, heads: Sequence[int], tails: Sequence[int],
+               core_names: tuple[int, ...] | None) -> list[tuple[str, int]]:
+        """Per pipe: no op of it starts before the least head among them, the pipe runs its ops
+        one at a time, and after the last the least tail remains."""
+        cp = max(heads[i] + tails[i] for i in range(prob.n))
+        npipes = len(prob.pipes)
+        busy = [0] * npipes
+        head = [cp] * npipes
+        tail = [cp] * npipes
+        for i in range(prob.n):
+            p = prob.pipe_of[i]
+            busy[p] += prob.dur[i]
+            head[p] = min(head[p], heads[i])
+            tail[p] = min(tail[p], tails[i] - prob.dur[i])
+        out = []
+        for p, (core, unit) in enumerate(prob.pipes):
+            label = f"{core_names[core] if core_names else core}:{unit}"
+            out.append((f"pipe {label}", head[p] + busy[p] + tail[p]))
+        return out
+
+    def order_edges(self, prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[Edge]:
+        """Each pipe's ops in the order of their starts (ties by index)."""
+        chains: list[Edge] = []
+        for ops in _by_pipe(prob).values():
+            ops.sort(key=lambda i: (starts[i], i))
+            chains.extend((a, b, 0) for a, b in itertools.pairwise(ops))
+        return chains
+
+
+PIPES = Pipes()

@@ -1,0 +1,309 @@
+"""The ``matmul`` plan: units of work balanced over cores by their estimated cycles, and the
+lowering of each block to micro-ops."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import attrs
+
+from staticsched.model.hardware import Hardware, round_up
+from staticsched.model.vecops import VECOPS
+from staticsched.tasks.base import (
+    TilingInfo,
+    checked_or_derived,
+    hardware_needs,
+    spans,
+)
+from staticsched.tasks.builder import FP16, FP32, Builder, balance_cores
+from staticsched.tasks.matmul.task import REDUCTION_OPS, MatmulTask, Tiling
+from staticsched.tasks.matmul.tiling import check_tiling, derive_tiling
+from staticsched.tasks.rowops import ROWOPS, Block, Ctx
+
+
+@attrs.frozen
+class MatmulPlan:
+    """How a matmul is cut: its tiling and the block grid it gives."""
+
+    task: MatmulTask
+    tiling: Tiling
+
+    @property
+    def m_spans(self) -> tuple[tuple[int, int], ...]:
+        return spans(self.task.m, self.tiling.base_m)
+
+    @property
+    def n_spans(self) -> tuple[tuple[int, int], ...]:
+        return spans(self.task.n, self.tiling.base_n)
+
+    @property
+    def k_spans(self) -> tuple[tuple[int, int], ...]:
+        return spans(self.task.k, self.tiling.base_k)
+
+    @property
+    def panels(self) -> int:
+        """Row panels (batch element x M span)."""
+        return self.task.batches * len(self.m_spans)
+
+    @property
+    def groups(self) -> tuple[tuple[int, int], ...]:
+        """Per batch element, the ``(first M span, first N span)`` of each group of
+        ``step_m x step_n`` blocks (clipped at the grid's edges), row-major."""
+        t = self.tiling
+        return tuple((mi, ni) for mi in range(0, len(self.m_spans), t.step_m)
+                     for ni in range(0, len(self.n_spans), t.step_n))
+
+    @property
+    def blocks(self) -> int:
+        """Units of work on cores: groups of output blocks (one block without L1 reuse), or
+        row panels when the epilogue reduces rows."""
+        return self.panels if self.task.reduces else self.task.batches * len(self.groups)
+
+    @property
+    def op_count(self) -> int:
+        """Per group and K step: a load per A and B tile, a move per A tile, a move and an
+        mmad per block; per block a fixpipe, a store, and per elementwise epilogue step one vec
+        and, with a tensor operand, one load; the row reductions' ops per panel."""
+        t, nm, nb = self.tiling, len(self.m_spans), len(self.n_spans)
+        k_steps = math.ceil(self.task.k / t.base_k)
+        epilogue = sum(2 if s.tensor else 1 for s in self.task.epilogue if not s.reduces)
+        ops = 0
+        for mi, ni in self.groups:
+            gm, gn = min(t.step_m, nm - mi), min(t.step_n, nb - ni)
+            ops += k_steps * (2 * gm + gn + 2 * gm * gn) + gm * gn * (2 + epilogue)
+        per_panel = 0
+        for s in self.task.epilogue:
+            if s.reduces:
+                params = {"gamma": s.gamma, "beta": s.beta}
+                per_panel += ROWOPS[s.op].count_resident(nb, params) + nb * len(s.tensors)
+        return self.task.batches * ops + self.panels * per_panel
+
+    def info(self, hw: Hardware) -> TilingInfo:
+        t = self.tiling
+        combine = ROWOPS[REDUCTION_OPS[0]].resident_combine(len(self.n_spans)) if self.task.reduces else ""
+        counts = Counter(balance_cores(self.work(hw), hw.cores))
+        per = (min(counts.get(c, 0) for c in range(hw.cores)), max(counts.values()))
+        return TilingInfo(self.task.id, "matmul", (t.base_m, t.base_n, t.base_k), t.buffers,
+                          self.task.tiling is None, self.blocks, per,
+                          combine=combine, steps=(t.step_m, t.step_n) if t.reuses else ())
+
+    def work(self, hw: Hardware) -> list[int]:
+        """The estimated cycles of each unit of work (group of blocks, or row panel), in block
+        order, by which cores are balanced: the Cube's cycles or the loads' at the rate a core
+        can count on (its path's, or its even share of a link the path crosses), whichever is
+        larger. Tail blocks cost less, and on a link-bound chip it is the bytes that must be
+        even: round-robin blocks of an unequal grid left the cores with the most bytes moving
+        alone at the end (``unequal_mm1000_hbm.json``)."""
+        task, t = self.task, self.tiling
+        cube = hw.cube
+        assert cube is not None  # needs() checked it
+        fm, fn, fk = cube.fractal
+        src = hw.role("global")
+        dst = hw.role("operand")
+        path = hw.path(src, dst)
+        rate = min([path.bytes_per_cycle, *(lk.bytes_per_cycle / hw.cores for lk in hw.links_of(src, dst))])
+        k_pad = sum(round_up(k1 - k0, fk) for k0, k1 in self.k_spans)
+        nm, nn = len(self.m_spans), len(self.n_spans)
+
+        def cost(rows: Sequence[int], cols: Sequence[int]) -> int:
+            ms = [self.m_spans[i] for i in rows]
+            ns = [self.n_spans[j] for j in cols]
+            area = sum(round_up(m1 - m0, fm) * round_up(n1 - n0, fn) for m0, m1 in ms for n0, n1 in ns)
+            macs = area * k_pad
+            cycles = -(-macs // dict(cube.macs_per_cycle).get("float16", 1))
+            loaded = (sum(m1 - m0 for m0, m1 in ms) + sum(n1 - n0 for n0, n1 in ns)) * task.k * 2
+            return max(cycles, math.ceil(loaded / rate))
+
+        if task.reduces:
+            per_panel = [cost([mi], range(nn)) for mi in range(nm)]
+            return per_panel * task.batches
+        per_group = [cost(range(mi, min(mi + t.step_m, nm)), range(ni, min(ni + t.step_n, nn)))
+                     for mi, ni in self.groups]
+        return per_group * task.batches
+
+    def lower(self, em: Builder) -> None:
+        task, hw = self.task, em.hw
+        assert hw.cube is not None  # needs() checked it
+        fm, fn, fk = hw.cube.fractal
+        m_spans, n_spans, k_spans = self.m_spans, self.n_spans, self.k_spans
+        m, n, k = task.m, task.n, task.k
+        em.output(task.out, [(bi * m + m0, bi * m + m1) for bi in range(task.batches) for m0, m1 in m_spans],
+                  n_spans)
+        cores = em.balance(self.work(hw))
+        a_rows = k if task.transpose_a else m
+        b_rows = n if task.transpose_b else k
+        t, nm, nn = self.tiling, len(m_spans), len(n_spans)
+        panel: list[_Tile] = []
+        for bi in range(task.batches):
+            a_off = task.operand_index(task.a_lead, bi) * a_rows
+            b_off = task.operand_index(task.b_lead, bi) * b_rows
+            o_off = bi * m
+            for gi, (mi0, ni0) in enumerate(self.groups):
+                # block numbers are row-major over (batch, M, N) whatever the grouping
+                grid = [[((bi * nm + mi) * nn + ni, m_spans[mi], n_spans[ni])
+                         for ni in range(ni0, min(ni0 + t.step_n, nn))]
+                        for mi in range(mi0, min(mi0 + t.step_m, nm))]
+                pi = bi * nm + mi0
+                core = cores[pi if task.reduces else bi * len(self.groups) + gi]
+                tiles = self._group(em, grid, core, k_spans, (a_off, b_off, o_off), (fm, fn, fk))
+                if task.reduces:  # steps are 1x1 (check_tiling): the panel's blocks come in order
+                    panel.extend(tiles)
+                    if ni0 + 1 == nn:
+                        self._panel(em, pi, panel)
+                        panel = []
+
+    def _panel(self, em: Builder, pi: int, blocks: list[_Tile]) -> None:
+        """The epilogue of one row panel whose blocks are all in the vector buffer: each row
+        reduction sweeps every block (:mod:`staticsched.tasks.rowops`), the elementwise steps
+        after it run block by block; then every block is stored."""
+        task = self.task
+        first, rows = blocks[0], blocks[0].rows
+        start = next(i for i, s in enumerate(task.epilogue) if s.reduces)
+        for i in range(start, len(task.epilogue)):
+            step = task.epilogue[i]
+            if not step.reduces:
+                for t in blocks:
+                    t.step(em, i)
+                continue
+            tiles = []
+            for t in blocks:
+                params = {}
+                for key in ("gamma", "beta"):
+                    name = getattr(step, key)
+                    if name:
+                        params[key] = em.item(f"{t.p}.e{i}.{key}", "vector", FP16, (1, t.pn))
+                        em.load(f"{t.p}.e{i}.load_{key}", t.core, params[key], name, ((0, 1), t.ns))
+                tiles.append(Block(t.ub, t.cols, gamma=params.get("gamma", ""), beta=params.get("beta", "")))
+            ctx = Ctx(em, first.core, f"{task.id}.r{pi}.e{i}", rows, first.pm, task.n)
+            ROWOPS[step.op].resident(ctx, tiles, step.epsilon, "")
+        for t in blocks:
+            t.store(em)
+
+    def _group(self, em: Builder, grid: list[list[tuple[int, tuple[int, int], tuple[int, int]]]], core: int,
+               k_spans: Sequence[tuple[int, int]], offs: tuple[int, int, int],
+               fractal: tuple[int, int, int]) -> list[_Tile]:
+        """A group of blocks (``grid[i][j]`` = block number, M span, N span), K step by K step:
+        each A tile is loaded once for its grid row and each B tile once for its column (named
+        after the row's first and the column's first block, so a 1x1 group names everything
+        after its block); then each block's epilogue in row-major order."""
+        task = self.task
+        fm, fn, fk = fractal
+        a_off, b_off, _ = offs
+        p = [[f"{task.id}.b{b}" for b, _, _ in row] for row in grid]
+        pad_m = [round_up(ms[1] - ms[0], fm) for _, ms, _ in (row[0] for row in grid)]
+        pad_n = [round_up(ns[1] - ns[0], fn) for _, _, ns in grid[0]]
+        l0c = [[em.item(f"{p[i][j]}.l0c", "accumulator", FP32, (pad_m[i], pad_n[j]))
+                for j in range(len(grid[0]))] for i in range(len(grid))]
+        for s, (k0, k1) in enumerate(k_spans):
+            pk, depth = round_up(k1 - k0, fk), k1 - k0
+            l1a = []
+            for i, row in enumerate(grid):
+                (m0, m1), q = row[0][1], f"{p[i][0]}.k{s}"
+                l1a.append(em.item(f"{q}.l1a", "operand", FP16, (pad_m[i], pk)))
+                if task.transpose_a:
+                    em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + k0, a_off + k1), (m0, m1)),
+                            transpose=True)
+                else:
+                    em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + m0, a_off + m1), (k0, k1)))
+            l1b = []
+            for j, (_, _, (n0, n1)) in enumerate(grid[0]):
+                q = f"{p[0][j]}.k{s}"
+                l1b.append(em.item(f"{q}.l1b", "operand", FP16, (pk, pad_n[j])))
+                if task.transpose_b:
+                    em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + n0, b_off + n1), (k0, k1)),
+                            transpose=True)
+                else:
+                    em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + k0, b_off + k1), (n0, n1)))
+            for i, row in enumerate(grid):
+                q = f"{p[i][0]}.k{s}"
+                rows = row[0][1][1] - row[0][1][0]
+                l0a = em.item(f"{q}.l0a", "cube_a", FP16, (pad_m[i], pk))
+                em.move(f"{q}.move_a", core, l1a[i], l0a, rows, depth)
+                for j, (_, _, (n0, n1)) in enumerate(row):
+                    q = f"{p[i][j]}.k{s}"
+                    l0b = em.item(f"{q}.l0b", "cube_b", FP16, (pk, pad_n[j]))
+                    em.move(f"{q}.move_b", core, l1b[j], l0b, depth, n1 - n0)
+                    em.mmad(f"{q}.mmad", core, l0a, l0b, l0c[i][j], rows, n1 - n0, depth, s == 0)
+        return [self._epilogue(em, p[i][j], core, ms, ns, offs, l0c[i][j], (pad_m[i], pad_n[j]))
+                for i, row in enumerate(grid) for j, (_, ms, ns) in enumerate(row)]
+
+    def _epilogue(self, em: Builder, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int],
+                  offs: tuple[int, int, int], l0c: str, pads: tuple[int, int]) -> _Tile:
+        """One block's epilogue operands, fixpipe and elementwise steps, and its store (unless
+        a row reduction waits for the whole panel)."""
+        task = self.task
+        (m0, m1), (n0, n1) = ms, ns
+        o_off = offs[2]
+        pm, pn = pads
+        rows, cols = m1 - m0, n1 - n0
+        ub = em.item(f"{p}.ub", "vector", FP16, (pm, pn))
+        operands: dict[int, str] = {}
+        out_rows = (o_off + m0, o_off + m1)
+        for i, step in enumerate(task.epilogue):
+            if not step.tensor:
+                continue
+            form = VECOPS[step.op].operands[1]  # a reduction's gamma/beta load in _panel
+            shape, region = {
+                "col": ((1, pn), ((0, 1), (n0, n1))),
+                "row": ((pm, 1), (out_rows, (0, 1))),
+                "full": ((pm, pn), (out_rows, (n0, n1))),
+            }[form]
+            operands[i] = em.item(f"{p}.e{i}.ub", "vector", FP16, shape)
+            em.load(f"{p}.e{i}.load", core, operands[i], step.tensor, region)
+        em.fixpipe(f"{p}.fixpipe", core, l0c, ub, rows, cols)
+        tile = _Tile(task, p, core, ub, operands, out_rows, ns, pm, pn)
+        for i, step in enumerate(task.epilogue):
+            if step.reduces:
+                return tile  # the rest once the whole row panel is here (_panel)
+            tile.step(em, i)
+        tile.store(em)
+        return tile
+
+
+@attrs.frozen
+class _Tile:
+    """An output block in the vector buffer: its fp16 tile, epilogue operand tiles, where it
+    goes (``rows`` of the output, columns ``ns``) and its padded size."""
+
+    task: MatmulTask
+    p: str
+    core: int
+    ub: str
+    operands: dict[int, str]
+    out_rows: tuple[int, int]
+    ns: tuple[int, int]
+    pm: int
+    pn: int
+
+    @property
+    def rows(self) -> int:
+        return self.out_rows[1] - self.out_rows[0]
+
+    @property
+    def cols(self) -> int:
+        return self.ns[1] - self.ns[0]
+
+    def step(self, em: Builder, i: int) -> None:
+        """Elementwise epilogue step ``i`` in place."""
+        step = self.task.epilogue[i]
+        reads = (self.ub,) if i not in self.operands else (self.ub, self.operands[i])
+        em.vec(f"{self.p}.e{i}.{step.op}", self.core, step.op, reads, self.ub, (self.rows, self.cols),
+               scalar=step.value)
+
+    def store(self, em: Builder) -> None:
+        em.store(f"{self.p}.store", self.core, self.ub, self.task.out, (self.out_rows, self.ns))
+
+
+def plan(task: MatmulTask, hw: Hardware) -> MatmulPlan:
+    return checked_or_derived(task, hw, check_tiling, derive_tiling, MatmulPlan)
+
+
+def needs(task: MatmulTask, hw: Hardware) -> list[str]:
+    paths = [("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"), ("accumulator", "vector"),
+             ("vector", "global")]
+    if any(s.tensors for s in task.epilogue):
+        paths.append(("global", "vector"))
+    return hardware_needs(task.id, hw, roles=("operand", "cube_a", "cube_b", "accumulator", "vector"),
+                          paths=paths, cube=True, vector=bool(task.epilogue))

@@ -1,0 +1,125 @@
+"""The ``matmul`` task as read: its tiling, epilogue steps and the task value, and the
+constants the other modules share."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import attrs
+import numpy as np
+
+from staticsched.model.hardware import DTYPE_BYTES
+from staticsched.model.vecops import USER_OPS, VECOPS
+from staticsched.tasks.rowops import DEFAULT_EPS, ROWOPS
+
+#: operand and output element bytes (fp16) and accumulator element bytes (fp32)
+ELEM_BYTES = DTYPE_BYTES["float16"]
+ACC_BYTES = DTYPE_BYTES["float32"]
+
+#: epilogue ops: every Vector op a TaskGraph may name that keeps the tile's shape
+EPILOGUE_OPS = tuple(name for name in USER_OPS if not VECOPS[name].reduces)
+#: row reductions an epilogue may hold (those keeping the shape)
+REDUCTION_OPS = tuple(name for name, rop in ROWOPS.items() if rop.out == "full")
+
+
+
+@attrs.frozen
+class Tiling:
+    """Base tile sizes of a matmul; ``double_buffer`` reserves room for two of every tile.
+
+    ``step_m x step_n`` output blocks form a group that one core computes together, K step by
+    K step (Ascend's ``TCubeTiling`` ``stepM``/``stepN``): one A tile load in L1 serves the
+    ``step_n`` blocks of its row, one B tile load the ``step_m`` blocks of its column, at the
+    price of ``step_m * step_n`` accumulators and ``step_m + step_n`` operand tiles live at once.
+    """
+
+    base_m: int
+    base_n: int
+    base_k: int
+    double_buffer: bool = True
+    step_m: int = 1
+    step_n: int = 1
+
+    @property
+    def buffers(self) -> int:
+        return 2 if self.double_buffer else 1
+
+    @property
+    def reuses(self) -> bool:
+        """Whether blocks are grouped (some step above 1)."""
+        return self.step_m * self.step_n > 1
+
+
+@attrs.frozen
+class EpilogueStep:
+    """One on-chip step after the matmul: ``op`` with an optional GM ``tensor`` or scalar
+    ``value``; a row reduction's ``gamma``/``beta`` ``[N]`` tensors and ``eps``."""
+
+    op: str
+    tensor: str = ""
+    value: float | None = None
+    gamma: str = ""
+    beta: str = ""
+    eps: float | None = None
+
+    @property
+    def reduces(self) -> bool:
+        return self.op in ROWOPS
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        return tuple(x for x in (self.tensor, self.gamma, self.beta) if x)
+
+    @property
+    def epsilon(self) -> float:
+        return DEFAULT_EPS if self.eps is None else self.eps
+
+
+@attrs.frozen(kw_only=True)
+class MatmulTask:
+    """``out = epilogue(a @ b)``; ``m, n, k`` are the problem dims resolved from the tensors,
+    ``batch`` the output's leading dims and ``a_lead``/``b_lead`` the operands' (broadcast)."""
+
+    type: ClassVar[str] = "matmul"
+
+    id: str
+    a: str
+    b: str
+    out: str
+    m: int
+    n: int
+    k: int
+    transpose_a: bool = False
+    transpose_b: bool = False
+    epilogue: tuple[EpilogueStep, ...] = attrs.field(converter=tuple, default=())
+    tiling: Tiling | None = None
+    batch: tuple[int, ...] = attrs.field(converter=tuple, default=())
+    a_lead: tuple[int, ...] = attrs.field(converter=tuple, default=())
+    b_lead: tuple[int, ...] = attrs.field(converter=tuple, default=())
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return (self.a, self.b, *(t for s in self.epilogue for t in s.tensors))
+
+    @property
+    def reduces(self) -> bool:
+        """Whether the epilogue holds a row reduction (row panels stay in the vector buffer)."""
+        return any(s.reduces for s in self.epilogue)
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        return (self.out,)
+
+    @property
+    def batches(self) -> int:
+        return math.prod(self.batch)
+
+    def operand_index(self, lead: tuple[int, ...], bi: int) -> int:
+        """The matrix of an operand with leading dims ``lead`` that batch element ``bi`` reads
+        (NumPy broadcasting: missing and size-1 dims repeat)."""
+        if not lead:
+            return 0
+        idx = np.unravel_index(bi, self.batch)[len(self.batch) - len(lead):]
+        picked = tuple(i if d > 1 else 0 for i, d in zip(idx, lead, strict=True))
+        return int(np.ravel_multi_index(picked, lead))

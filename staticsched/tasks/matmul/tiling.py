@@ -1,0 +1,258 @@
+"""The ``matmul`` tiling: the capacity inequalities (:func:`matmul_requirements`), stated once
+and read by both checking and deriving."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from staticsched._fields import Problems
+from staticsched.errors import TilingError
+from staticsched.model.hardware import ROLES, Hardware, round_up
+from staticsched.model.vecops import VECOPS
+from staticsched.tasks.matmul.task import ACC_BYTES, ELEM_BYTES, MatmulTask, Tiling
+
+
+@attrs.frozen
+class Requirement:
+    """One capacity inequality: ``bytes`` (= ``formula`` = ``factors``) must fit the space
+    playing ``role`` (``space`` names it for messages)."""
+
+    space: str
+    formula: str
+    factors: str
+    bytes: int
+    role: str = ""
+
+
+def buffers_text(n: int) -> str:
+    return f"{n} buffer" if n == 1 else f"{n} buffers"
+
+
+#: fp32 ``[base_m, 1]`` row statistics a row reduction keeps live
+STATS = 4
+
+#: (term, factors, elements) of an epilogue operand tile of each form in the vector buffer
+_FORM_TERMS = {
+    "col": lambda m, n: ("base_n", f"{n}", n),
+    "row": lambda m, n: ("base_m", f"{m}", m),
+    "full": lambda m, n: ("base_m*base_n", f"{m}*{n}", m * n),
+}
+
+
+def matmul_requirements(
+    task: MatmulTask,
+    base_m: int,
+    base_n: int,
+    base_k: int,
+    buffers: int,
+    hw: Hardware | None = None,
+    steps: tuple[int, int] = (1, 1),
+) -> tuple[Requirement, ...]:
+    """The bytes a matmul tiling needs in each on-chip role, with the arithmetic spelled out.
+
+    Parameters
+    ----------
+    task
+        The matmul (its epilogue decides the vector buffer's operand tiles).
+    base_m, base_n, base_k
+        Tile sizes.
+    buffers
+        Copies of every tile (2 with double buffering).
+    hw
+        Names the spaces playing the roles (the default names without it).
+    steps
+        ``(step_m, step_n)``: a group's accumulators (``step_m * step_n`` blocks) and operand
+        tiles (``step_m`` A tiles, ``step_n`` B tiles per K step) are live together.
+    """
+    e, acc, b = ELEM_BYTES, ACC_BYTES, buffers
+    sm, sn = steps
+    # the factors only appear when a step is above 1, so messages without L1 reuse keep their text
+    acc_t, acc_f = ("step_m*step_n*", f"{sm}*{sn}*") if sm * sn > 1 else ("", "")
+    a_t, a_f = ("step_m*", f"{sm}*") if sm > 1 else ("", "")
+    b_t, b_f = ("step_n*", f"{sn}*") if sn > 1 else ("", "")
+    bt = buffers_text(buffers)
+    # the vector buffer holds the fp16 output block and one tile per epilogue operand; with a
+    # row reduction, the whole row panel (N padded to the fractal), the reductions' gamma/beta
+    # rows and fp32 row statistics
+    n_pad = round_up(task.n, hw.cube.fractal[1] if hw is not None and hw.cube is not None else 16)
+    panel = task.reduces
+    ub_terms = ["base_m*N" if panel else "base_m*base_n"]
+    ub_factors = [f"{base_m}*{n_pad}" if panel else f"{base_m}*{base_n}"]
+    ub_elems = base_m * (n_pad if panel else base_n)
+    for step in task.epilogue:
+        if step.reduces:
+            terms = [("N", f"{n_pad}", n_pad)] * (len(step.tensors))
+        else:
+            terms = [_FORM_TERMS[form](base_m, base_n) for form in VECOPS[step.op].operands[1:]]
+        if not step.reduces:  # an op's scratch tiles (the vec-op table's UB working set)
+            terms += [_FORM_TERMS["full"](base_m, base_n)] * VECOPS[step.op].scratch
+        for term, factor, elems in terms:
+            ub_terms.append(term)
+            ub_factors.append(factor)
+            ub_elems += elems
+    if panel:
+        # fp32 [base_m, 1] statistics, in fp16 elements
+        ub_terms.append(f"{STATS}*base_m*2")
+        ub_factors.append(f"{STATS}*{base_m}*2")
+        ub_elems += STATS * base_m * 2
+
+    def _sum(parts: list[str]) -> str:
+        return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
+
+    def name(role: str) -> str:
+        return (hw.role_space(role) if hw is not None else None) or ROLES[role][0]
+
+    return (
+        Requirement(
+            name("cube_a"),
+            f"base_m*base_k*{e} B*{bt}",
+            f"{base_m}*{base_k}*{e}*{b}",
+            base_m * base_k * e * b,
+            "cube_a",
+        ),
+        Requirement(
+            name("cube_b"),
+            f"base_k*base_n*{e} B*{bt}",
+            f"{base_k}*{base_n}*{e}*{b}",
+            base_k * base_n * e * b,
+            "cube_b",
+        ),
+        Requirement(
+            name("accumulator"),
+            f"{acc_t}base_m*base_n*{acc} B*{bt}",
+            f"{acc_f}{base_m}*{base_n}*{acc}*{b}",
+            sm * sn * base_m * base_n * acc * b,
+            "accumulator",
+        ),
+        Requirement(
+            name("operand"),
+            f"({a_t}base_m*base_k + {b_t}base_k*base_n)*{e} B*{bt}",
+            f"({a_f}{base_m}*{base_k} + {b_f}{base_k}*{base_n})*{e}*{b}",
+            (sm * base_m * base_k + sn * base_k * base_n) * e * b,
+            "operand",
+        ),
+        Requirement(
+            name("vector"),
+            f"{_sum(ub_terms)}*{e} B*{bt}",
+            f"{_sum(ub_factors)}*{e}*{b}",
+            ub_elems * e * b,
+            "vector",
+        ),
+    )
+
+
+def capacity(hw: Hardware, role: str) -> int | None:
+    """Bytes available in the space playing ``role``; None when unbounded or absent."""
+    space = hw.role_space(role)
+    if space is None or not hw.has_space(space):
+        return None
+    cap = hw.space(space).capacity
+    return cap if cap > 0 else None
+
+
+def _fractal(task_id: str, hw: Hardware) -> tuple[int, int, int]:
+    if hw.cube is None:
+        raise TilingError(f"task '{task_id}': hardware '{hw.name}' has no [cube] section to run a matmul")
+    fm, fn, fk = hw.cube.fractal
+    return fm, fn, fk
+
+
+def check_tiling(task: MatmulTask, tiling: Tiling, hw: Hardware) -> None:
+    """Refuse an explicit tiling that is not a fractal multiple or does not fit the hardware.
+
+    Raises
+    ------
+    TilingError
+        One line per violation with the arithmetic, e.g. ``task 'mm': base_m*base_k*2 B*2
+        buffers = 128*512*2*2 = 262144 B > L0A 65536 B``.
+    """
+    pr = Problems()
+    fractal = _fractal(task.id, hw)
+    sizes = (("base_m", tiling.base_m), ("base_n", tiling.base_n), ("base_k", tiling.base_k))
+    for (key, value), f in zip(sizes, fractal, strict=True):
+        if value <= 0 or value % f:
+            pr.add(
+                f"task '{task.id}': tiling {key} = {value} must be a positive multiple of {f} "
+                f"(the Cube works on whole {fractal[0]}x{fractal[1]}x{fractal[2]} fractals; "
+                f"only tails are padded)"
+            )
+    for key, step, dim, base in (("step_m", tiling.step_m, task.m, tiling.base_m),
+                                 ("step_n", tiling.step_n, task.n, tiling.base_n)):
+        count = math.ceil(dim / base)
+        if step > count:
+            axis = key[-1].upper()
+            pr.add(f"task '{task.id}': tiling {key} = {step} exceeds the {count} blocks along "
+                   f"{axis} ({axis} = {dim}, base_{key[-1]} = {base})")
+    if tiling.reuses and task.reduces:
+        pr.add(
+            f"task '{task.id}': tiling step_m x step_n = {tiling.step_m}x{tiling.step_n}, but a row "
+            f"reduction in the epilogue makes a whole row panel the unit of work; use steps 1x1"
+        )
+    pr.raise_if_any(TilingError)
+    t = tiling
+    for req in matmul_requirements(task, t.base_m, t.base_n, t.base_k, t.buffers, hw, (t.step_m, t.step_n)):
+        cap = capacity(hw, req.role)
+        if cap is not None and req.bytes > cap:
+            pr.add(f"task '{task.id}': {req.formula} = {req.factors} = {req.bytes} B > {req.space} {cap} B")
+    pr.raise_if_any(TilingError)
+
+
+def _max_base_k(task: MatmulTask, bm: int, bn: int, fk: int, limit: int, hw: Hardware) -> int | None:
+    """Largest legal base_k (multiple of ``fk``, at most ``limit``) for ``bm x bn``; None if none.
+
+    Every requirement is affine in base_k, so evaluating at 0 and 1 gives its slope.
+    """
+    best = limit
+    at0 = matmul_requirements(task, bm, bn, 0, 2, hw)
+    at1 = matmul_requirements(task, bm, bn, 1, 2, hw)
+    for r0, r1 in zip(at0, at1, strict=True):
+        cap = capacity(hw, r0.role)
+        if cap is None:
+            continue
+        slope = r1.bytes - r0.bytes
+        if r0.bytes > cap:
+            return None
+        if slope > 0:
+            best = min(best, (cap - r0.bytes) // slope)
+    best = best // fk * fk
+    return best if best >= fk else None
+
+
+def derive_tiling(task: MatmulTask, hw: Hardware) -> Tiling:
+    """The tiling lowering uses when a matmul gives none (double buffered).
+
+    Candidates are fractal multiples no larger than the problem (each dim rounded up to the
+    fractal, so ``M = 1`` gives ``base_m = 16``) that fit every requirement of
+    :func:`matmul_requirements` with two buffers. Among them the seed's hand rule (§4.3) is
+    generalised as: make the smallest of the three base sizes as large as possible, then the
+    next smallest (so no dimension is starved: base_m/base_n set the data reuse per loaded
+    byte, base_k the work per step against the fixed per-op overheads); ties prefer square
+    output tiles, then the largest base_k, then the largest output tile. The result is
+    maximal: no single base size can grow by a fractal and still fit. On ``seed-davinci`` the
+    4096³ GEMM gets 128/128/128.
+
+    Raises
+    ------
+    TilingError
+        When not even one fractal per dimension fits, with the failing arithmetic.
+    """
+    fm, fn, fk = _fractal(task.id, hw)
+    pm, pn, pk = round_up(task.m, fm), round_up(task.n, fn), round_up(task.k, fk)
+    best: tuple | None = None
+    # requirements grow with every base size, so each loop stops at the first misfit
+    for bm in range(fm, pm + 1, fm):
+        if _max_base_k(task, bm, fn, fk, pk, hw) is None:
+            break
+        for bn in range(fn, pn + 1, fn):
+            bk = _max_base_k(task, bm, bn, fk, pk, hw)
+            if bk is None:
+                break
+            key = (tuple(sorted((bm, bn, bk))), bm == bn, bk, bm * bn, bm)
+            if best is None or key > best[0]:
+                best = (key, Tiling(bm, bn, bk, double_buffer=True))
+    if best is None:
+        check_tiling(task, Tiling(fm, fn, fk, double_buffer=True), hw)
+        raise TilingError(f"task '{task.id}': no tiling fits")  # check_tiling has raised already
+    return best[1]

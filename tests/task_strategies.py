@@ -1,0 +1,201 @@
+"""Hypothesis strategies of the task kinds, one per kind (:data:`STRATEGIES`), with the
+tests rather than in the package: ``strategy(draw, prefix, tensors, src) -> task dict`` draws
+a task of the kind, adds its tensors to ``tensors`` (names starting with ``prefix``) and,
+with ``src`` (an earlier task's output ``(name, shape)``), reads it. A kind whose tasks cannot
+read another task's output says so (``follows=False``). A new task kind adds its strategy
+here; the end-to-end properties then cover it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from hypothesis import strategies as st
+
+from staticsched.model.vecops import VECOPS
+from staticsched.tasks.elementwise import OPS as ELEMENTWISE_OPS
+from staticsched.tasks.matmul import EPILOGUE_OPS, REDUCTION_OPS
+from staticsched.tasks.rowops import ROWOPS
+from staticsched.tasks.rowwise import OPS as ROWWISE_OPS
+
+# --------------------------------------------------------------------------- matmul
+
+#: epilogue steps the random properties draw: division and rsqrt of random [-1, 1) data, and
+#: exponentials stacked on exponentials, would test the conditioning of fp16 data, not the
+#: schedule (the norms and softmax exercise rsqrt, div and exp)
+SAFE_STEPS = tuple(op for op in EPILOGUE_OPS + REDUCTION_OPS if op not in ("div", "div_row", "rsqrt", "exp"))
+
+
+def matmul(
+    draw, prefix: str, tensors: dict[str, Any], src: tuple[str, tuple[int, ...]] | None
+) -> dict[str, Any]:
+    """A matmul with tails: shapes 1-150, optional batch (a 2-D ``b`` broadcast or a batched
+    one), either transpose, an epilogue of up to 3 steps of any operand form or a row
+    reduction, an optional explicit tiling with L1 reuse steps. With ``src`` it multiplies
+    that ``[..., M, K]``."""
+    if src is not None:
+        a_name, shape = src
+        batch, (m, k) = list(shape[:-2]), (shape[-2:] if len(shape) > 1 else (1, shape[0]))
+        ta = False
+    else:
+        m = draw(st.integers(1, 150), label="M")
+        k = draw(st.integers(1, 150), label="K")
+        batch = draw(st.sampled_from([[], [], [2], [2, 2]]), label="batch")
+        ta = draw(st.booleans(), label="transpose_a")
+        a_name = f"{prefix}a"
+        tensors[a_name] = {"shape": [*batch, k, m] if ta else [*batch, m, k]}
+    n = draw(st.integers(1, 150), label="N")
+    tb = draw(st.booleans(), label="transpose_b")
+    b_batch = batch if batch and draw(st.booleans(), label="batched b") else []
+    tensors[f"{prefix}w"] = {"shape": [*b_batch, n, k] if tb else [*b_batch, k, n]}
+    out = f"{prefix}y"
+    tensors[out] = {"shape": [*batch, m, n]}
+    epilogue = []
+    # a chained ``a`` (a softmax's or a norm's output) gives rows of nearly equal values: a
+    # norm of such rows after row offsets divides fp16 rounding by a tiny deviation (a drawn
+    # attention -> softmax -> matmul + add_row + add_row + layernorm differed by 0.03), which
+    # tests fp16 conditioning, not the schedule
+    ops = st.sampled_from(SAFE_STEPS if src is None else tuple(op for op in SAFE_STEPS if op not in ROWOPS))
+    for j, op in enumerate(draw(st.lists(ops, max_size=3), label="epilogue")):
+        step: dict[str, Any] = {"op": op}
+        if op in ROWOPS:
+            for key in ROWOPS[op].params:
+                if draw(st.booleans(), label=key):
+                    tensors[f"{prefix}{key}{j}"] = {"shape": [n]}
+                    step[key] = f"{prefix}{key}{j}"
+            epilogue.append(step)
+            continue
+        vop = VECOPS[op]
+        if vop.arity > 1:
+            name = f"{prefix}e{j}"
+            form = vop.operands[1]
+            tensors[name] = {"shape": {"col": [n], "row": [*batch, m, 1], "full": [*batch, m, n]}[form]}
+            step["tensor"] = name
+        if vop.scalar == "required":
+            step["value"] = draw(st.sampled_from([0.5, -1.25, 2.0]), label="value")
+        epilogue.append(step)
+    task = {"id": f"{prefix}mm", "type": "matmul", "a": a_name, "b": f"{prefix}w", "out": out,
+            "transpose_a": ta, "transpose_b": tb, "epilogue": epilogue}
+    if draw(st.booleans(), label="explicit tiling"):
+        base = draw(st.sampled_from([16, 32, 64]), label="base")
+        task["tiling"] = {"base_m": base, "base_n": base, "base_k": base}
+        reduces = any(s["op"] in ROWOPS for s in epilogue)
+        if not reduces:  # L1 reuse groups, clipped to the block grid (check_tiling refuses more)
+            task["tiling"]["step_m"] = min(draw(st.integers(1, 3), label="step_m"), -(-m // base))
+            task["tiling"]["step_n"] = min(draw(st.integers(1, 3), label="step_n"), -(-n // base))
+    return task
+
+
+# --------------------------------------------------------------------------- elementwise
+
+#: ops the random properties draw: division and rsqrt of random [-1, 1) data, and exponentials
+#: stacked on exponentials, would test the conditioning of fp16 data, not the schedule (row
+#: reductions and attention exercise those ops)
+SAFE_OPS = tuple(op for op in ELEMENTWISE_OPS if op not in ("div", "div_row", "rsqrt", "exp"))
+
+
+def elementwise(
+    draw, prefix: str, tensors: dict[str, Any], src: tuple[str, tuple[int, ...]] | None
+) -> dict[str, Any]:
+    """An elementwise op on ``src`` (or a fresh tensor, maybe batched) with operands of its
+    forms."""
+    if src is None:
+        lead = draw(st.sampled_from([[], [], [2]]), label="lead")
+        shape = [*lead, draw(st.integers(1, 150), label="rows"), draw(st.integers(1, 150), label="cols")]
+        x = f"{prefix}x"
+        tensors[x] = {"shape": shape}
+    else:
+        x, shape = src[0], list(src[1])
+    op = draw(st.sampled_from(SAFE_OPS), label="op")
+    vop = VECOPS[op]
+    inputs = [x]
+    for j, form in enumerate(vop.operands[1:]):
+        name = f"{prefix}z{j}"
+        tensors[name] = {"shape": {"col": shape[-1:], "row": [*shape[:-1], 1], "full": shape}[form]}
+        inputs.append(name)
+    out = f"{prefix}o"
+    tensors[out] = {"shape": shape}
+    task: dict[str, Any] = {"id": f"{prefix}ew", "type": "elementwise", "op": op, "inputs": inputs,
+                            "out": out}
+    if vop.scalar == "required":
+        task["value"] = 0.75
+    return task
+
+
+# --------------------------------------------------------------------------- rowwise
+
+
+def rowwise(
+    draw, prefix: str, tensors: dict[str, Any], src: tuple[str, tuple[int, ...]] | None
+) -> dict[str, Any]:
+    """A row reduction of any op, with or without gamma/beta, with batch dims, and sometimes an
+    explicit narrow tiling so that rows are streamed over several column blocks (tails
+    included)."""
+    if src is None:
+        lead = draw(st.sampled_from([[], [], [2]]), label="lead")
+        shape = [*lead, draw(st.integers(1, 40), label="rows"), draw(st.integers(1, 200), label="cols")]
+        x = f"{prefix}x"
+        tensors[x] = {"shape": shape}
+    else:
+        x, shape = src[0], list(src[1])
+    cols = shape[-1]
+    op = draw(st.sampled_from(ROWWISE_OPS), label="op")
+    rop = ROWOPS[op]
+    task: dict[str, Any] = {"id": f"{prefix}rw", "type": "rowwise", "op": op, "input": x, "out": f"{prefix}r"}
+    tensors[task["out"]] = {"shape": shape if rop.out == "full" else [*shape[:-1], 1]}
+    for key in rop.params:
+        if draw(st.booleans(), label=key):
+            tensors[f"{prefix}{key}"] = {"shape": [cols]}
+            task[key] = f"{prefix}{key}"
+    if rop.eps and draw(st.booleans(), label="eps"):
+        task["eps"] = draw(st.sampled_from([1e-5, 1e-3, 0.1]), label="eps value")
+    if draw(st.booleans(), label="explicit tiling"):
+        task["tiling"] = {"rows": draw(st.sampled_from([3, 8, 16]), label="tile rows"),
+                          "cols": draw(st.sampled_from([32, 48, 512]), label="tile cols")}
+    return task
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def attention(
+    draw, prefix: str, tensors: dict[str, Any], src: tuple[str, tuple[int, ...]] | None
+) -> dict[str, Any]:
+    """Attention with random heads, sequence lengths with tails (1-150), head dims, causal on
+    and off (square when causal), sometimes an explicit block tiling. ``src`` is not used:
+    attention reads three fresh tensors."""
+    lead = draw(st.sampled_from([[], [2], [2, 2]]), label="heads")
+    causal = draw(st.booleans(), label="causal")
+    sq = draw(st.integers(1, 100), label="Sq")
+    sk = sq if causal else draw(st.integers(1, 100), label="Sk")
+    d = draw(st.sampled_from([16, 24, 64]), label="d")
+    dv = draw(st.sampled_from([16, 40, 64]), label="dv")
+    names = {key: f"{prefix}{key}" for key in ("q", "k", "v", "o")}
+    tensors[names["q"]] = {"shape": [*lead, sq, d]}
+    tensors[names["k"]] = {"shape": [*lead, sk, d]}
+    tensors[names["v"]] = {"shape": [*lead, sk, dv]}
+    tensors[names["o"]] = {"shape": [*lead, sq, dv]}
+    task: dict[str, Any] = {"id": f"{prefix}att", "type": "attention", "q": names["q"], "k": names["k"],
+                            "v": names["v"], "out": names["o"], "causal": causal}
+    if draw(st.booleans(), label="explicit tiling"):
+        task["tiling"] = {"block_q": draw(st.sampled_from([16, 32, 64]), label="block_q"),
+                          "block_kv": draw(st.sampled_from([32, 64]), label="block_kv")}
+    return task
+
+
+
+@attrs.frozen
+class KindStrategy:
+    draw: Any
+    #: whether its tasks can read an earlier task's output (``src``)
+    follows: bool = True
+
+
+#: every registered kind's strategy (``tests/tasks/test_tasks.py`` checks that none is missing)
+STRATEGIES: dict[str, KindStrategy] = {
+    "matmul": KindStrategy(matmul),
+    "elementwise": KindStrategy(elementwise),
+    "rowwise": KindStrategy(rowwise),
+    "attention": KindStrategy(attention, follows=False),
+}

@@ -1,0 +1,122 @@
+"""Numeric replay against the NumPy reference of the program's source TaskGraph."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import attrs
+import numpy as np
+from mutations import corrupt_load_region
+
+from benchmarks.samples import matmul_program, pingpong_program
+from staticsched.frontend.reference import make_inputs, reference
+from staticsched.frontend.taskgraph import taskgraph_from_dict
+from staticsched.model.program import Instr, Stream
+from staticsched.verify import retime, verify
+
+HW = "seed-davinci"
+
+
+def test_tiny_matmul_with_tails_matches_the_reference():
+    p = matmul_program(m=80, n=48, k=96)
+    report = verify(p, HW, numeric=True, jitter=3)
+    assert report.ok, report.text()
+    st = report.stat
+    assert st["numeric"] == "ok"
+    # the rounding error itself depends on the BLAS kernel's summation order (exactly 0 with
+    # OpenBLAS' Haswell/Zen kernels): only its bound is a property of the replay
+    assert 0 <= st["numeric_max_error"] < 2e-2
+
+
+def test_tolerance_is_applied():
+    # an error of O(1) that does not come from summation order: one load reads the wrong tile
+    p = corrupt_load_region(matmul_program(m=32, n=32, k=64), 0)
+    err = verify(p, HW, numeric=True, tolerance=1e9).stat["numeric_max_error"]
+    assert err > 0.05
+    loose = verify(p, HW, numeric=True, tolerance=2 * err)
+    assert loose.ok and loose.stat["numeric_max_error"] == err
+    tight = verify(p, HW, numeric=True, tolerance=err / 2)
+    (f,) = tight.by_check("numeric")
+    assert f.kind == "mismatch" and f"differ by more than {err / 2:g}" in f.message
+
+
+def _elements(message: str) -> list[tuple[int, int]]:
+    return [(int(a), int(b)) for a, b in re.findall(r"\[(\d+), (\d+)\] = ", message)]
+
+
+def test_corrupted_load_fails_naming_the_wrong_output_elements():
+    p = matmul_program(m=64, n=64, k=96)
+    mutant = corrupt_load_region(p, 0)
+    report = verify(mutant, HW, numeric=True)
+    (f,) = report.by_check("numeric")
+    assert f.kind == "mismatch"
+    assert f.message.startswith("tensor 'C': ")
+    count = int(re.search(r"(\d+) of 4096 elements differ", f.message).group(1))
+    assert count > 0
+    shown = _elements(f.message.split("first: ")[1])
+    assert 1 <= len(shown) <= 5
+    # the named elements really are wrong: recompute the replay's output independently
+    tg = taskgraph_from_dict(json.loads(p.source))
+    inputs = make_inputs(tg, 0)
+    want = reference(tg, inputs)["C"].astype(np.float64)
+    for (i, j), got in zip(shown, re.findall(r"= (\S+) want", f.message), strict=True):
+        assert abs(float(got) - want[i, j]) > 2e-2 * max(1.0, abs(want[i, j]))
+    # and the store that wrote them is named; its region holds the first element
+    (store,) = [ins for st in mutant.streams for ins in st.instrs if ins.id == f.ops[0]]
+    (r0, r1), (c0, c1) = dict(store.attrs)["region"]
+    assert r0 <= shown[0][0] < r1 and c0 <= shown[0][1] < c1
+    # sync, memory and timing are untouched by this bug
+    assert {x.check for x in report.findings} == {"numeric"}
+
+
+def test_program_without_source_reports_numeric_not_applicable():
+    p = attrs.evolve(matmul_program(m=32, n=32, k=32), source="")
+    report = verify(p, HW, numeric=True)
+    assert report.kinds() == {("input", "numeric_not_applicable")}
+    assert report.stat["numeric"].startswith("not applicable")
+    assert verify(p, HW).ok
+
+
+def test_outputs_the_program_never_writes_are_reported():
+    # a sync-only program claiming to compute a matmul: nothing is compared, which must fail
+    p = attrs.evolve(pingpong_program(), source=matmul_program(m=32, n=32, k=32).source)
+    report = verify(p, "double-buffer-demo", numeric=True)
+    assert report.kinds() == {("numeric", "missing_output")}
+
+
+def test_bad_source_is_an_input_finding():
+    p = attrs.evolve(matmul_program(m=32, n=32, k=32), source='{"format": "nope"}')
+    report = verify(p, HW, numeric=True)
+    assert report.kinds() == {("input", "bad_source")}
+
+
+def test_semantics_failure_is_a_finding_not_a_crash():
+    p = matmul_program(m=32, n=32, k=32)
+    # same bytes, wrong shape: the Cube's a @ b no longer lines up
+    items = [attrs.evolve(it, shape=(16, 64)) if it.name == "c0_a0" else it for it in p.items]
+    report = verify(attrs.evolve(p, items=items), HW, numeric=True)
+    (f,) = [x for x in report.by_check("numeric") if x.kind == "error"]
+    assert f.ops == ("c0_mvA0",)  # the move into the reshaped item fails first
+    assert "failed in numeric replay: ValueError" in f.message
+
+
+def test_jitter_changes_the_data_of_a_racy_program():
+    # drop MTE1's "data ready" waits and hide the race behind a slow first op on MTE1:
+    # nominally the moves still read loaded tiles, but a slower load or a faster MTE1 breaks it
+    p = matmul_program(m=32, n=32, k=32)
+    streams = []
+    for st in p.streams:
+        instrs = [i for i in st.instrs if not (i.kind == "wait_flag" and i.src == "MTE2")]
+        if st.unit == "MTE2":
+            instrs = [i for i in instrs if i.kind != "set_flag" or i.dst != "MTE1"]
+        if st.unit == "MTE1":
+            instrs = [Instr("op", 0, id="busy", duration=100), *instrs]  # loads take 82
+        streams.append(Stream(st.core, st.unit, instrs))
+    racy = retime(attrs.evolve(p, streams=streams), "seed-davinci")
+    nominal = verify(racy, HW, numeric=True)
+    assert nominal.stat["numeric"] == "ok"
+    assert ("race", "RAW") in nominal.kinds()
+    jittered = verify(racy, HW, numeric=True, jitter=10, seed=0)
+    mism = [f for f in jittered.findings if f.check == "jitter" and f.kind == "mismatch"]
+    assert mism and "tensor 'C'" in mism[0].message
