@@ -47,9 +47,9 @@ problem op + 175 us per window-model op (``WINDOW_BASE``, ``WINDOW_PER_OP``,
 The target (:data:`staticsched.solver.budget.TARGET`, 0.8: the fraction of the granted seconds
 a deterministic budget fills on the calibration machine) was re-measured in issue 21 with
 ``--jobshop ta01 ... ta10 --time-limit 60`` alone on the machine: searches that proved nothing
-used 45.4-58.0 s of 60 (0.76-0.97) in one run and 34.7-50.4 s in another. A target of 0.95 would make the fullest of them overrun the
-limit (~1.15x), so it stays 0.8; the wall-clock net sits at 3 x limit + 30 s
-(``budget.safety_net``) and none of those runs reached it.
+used 45.4-58.0 s of 60 (0.76-0.97) in one run and 34.7-50.4 s in another. A target of 0.95
+would make the fullest of them overrun the limit (~1.15x), so it stays 0.8; the wall-clock net
+sits at 3 x limit + 30 s (``budget.safety_net``) and none of those runs reached it.
 """
 
 from __future__ import annotations
