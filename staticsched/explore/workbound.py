@@ -5,7 +5,7 @@ of a large task and bounding the result takes seconds (a 16x16x16 tiling of the 
 is 333,000 ops). A :class:`Work` is computed from the block shapes alone, with the durations
 of the hardware's cost model (the micro-op table's own duration functions, on the same item
 shapes the kind's lowering creates), and never exceeds the bound the solver computes for the
-lowered graph (:func:`staticsched.solver.solve.chip_lower_bound`):
+lowered graph (:func:`staticsched.solver.bounds.chip_lower_bound`):
 
 * **per core**, for each pipe: blocks (or the row panels of a row-reducing epilogue) are units
   of work that each live on one core. The kind deals them by their estimated cycles

@@ -162,7 +162,7 @@ class Problem:
 
     def hold(self, k: int, starts: Sequence[int]) -> tuple[int, int]:
         """The cycles item ``k`` keeps its bytes in a timetable: its live range and then
-        :attr:`reuse_gap` (CP-SAT's ``Variables.hold`` intervals model the same)."""
+        :attr:`reuse_gap` (CP-SAT's memory-family ``hold`` intervals model the same)."""
         begin, end = self.live_range(k, starts)
         return begin, end + self.reuse_gap
 
