@@ -24,6 +24,10 @@ from staticsched.tasks.rowwise import OPS as ROWWISE_OPS
 #: epilogue steps the random properties draw: division and rsqrt of random [-1, 1) data, and
 #: exponentials stacked on exponentials, would test the conditioning of fp16 data, not the
 #: schedule (the norms and softmax exercise rsqrt, div and exp)
+#: the most accumulator elements a drawn L1-reuse group holds: the seed's L0C (256 KiB) is two
+#: buffers of fp32 tiles, 32,768 elements, and half of it leaves room for any drawn shape
+L0C_GROUP_ELEMENTS = 16384
+
 SAFE_STEPS = tuple(op for op in EPILOGUE_OPS + REDUCTION_OPS if op not in ("div", "div_row", "rsqrt", "exp"))
 
 
@@ -82,8 +86,13 @@ def matmul(
         task["tiling"] = {"base_m": base, "base_n": base, "base_k": base}
         reduces = any(s["op"] in ROWOPS for s in epilogue)
         if not reduces:  # L1 reuse groups, clipped to the block grid (check_tiling refuses more)
-            task["tiling"]["step_m"] = min(draw(st.integers(1, 3), label="step_m"), -(-m // base))
-            task["tiling"]["step_n"] = min(draw(st.integers(1, 3), label="step_n"), -(-n // base))
+            sm = min(draw(st.integers(1, 3), label="step_m"), -(-m // base))
+            sn = min(draw(st.integers(1, 3), label="step_n"), -(-n // base))
+            # a group's accumulators must fit the seed's L0C (2 x 4-byte tiles per block of the
+            # group): 3 x 3 groups of 64 x 64 blocks do not, and the kind rightly refuses them
+            while sm * sn * base * base > L0C_GROUP_ELEMENTS:
+                sm, sn = (sm - 1, sn) if sm >= sn else (sm, sn - 1)
+            task["tiling"]["step_m"], task["tiling"]["step_n"] = sm, sn
     return task
 
 
