@@ -21,7 +21,7 @@ and the numbers. An empty result means the timetable is valid:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from staticsched.model.deps import edge_latency, first_write, tail_accesses
@@ -85,8 +85,8 @@ def verify_schedule(schedule: Schedule) -> tuple[str, ...]:
     if live is not None:
         _overlaps_and_capacity(schedule, live, rep)
         _address_edges(schedule, times, live, rep)
-    _events(schedule, rep)
-    _links(schedule, rep)
+    for _, check in RESOURCE_CHECKS:
+        check(schedule, rep)
     _summary(schedule, rep)
     return tuple(rep.lines)
 
@@ -355,6 +355,15 @@ def _links(s: Schedule, rep: _Report) -> None:
             shown = ", ".join(f"'{w}'" for w in who[:6]) + more
             rep.add("links", f"link {lk.name}: transfers move {rate_text(level)} B/cycle at cycle {t}, "
                              f"above its {lk.bytes_per_cycle:g} B/cycle ({shown})")
+
+
+#: the checks of resources beyond pipes, edges and items, one per family, in report order (a
+#: new family adds its check here: below the solver, reading only the schedule, the graph and
+#: the hardware, as the rest of this module does)
+RESOURCE_CHECKS: tuple[tuple[str, Callable[[Schedule, _Report], None]], ...] = (
+    ("events", _events),
+    ("links", _links),
+)
 
 
 def _summary(s: Schedule, rep: _Report) -> None:

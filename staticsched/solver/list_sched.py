@@ -28,9 +28,10 @@ from collections.abc import Sequence
 
 import attrs
 
-from staticsched.solver.families.events import EventTracker
+from staticsched.solver.families import FAMILIES
+from staticsched.solver.families.base import Stuck, Tracker
 from staticsched.solver.families.links import LinkTracker
-from staticsched.solver.families.memory import MemoryTracker
+from staticsched.solver.families.memory_tracker import MemoryTracker
 from staticsched.solver.link_values import Xfer
 from staticsched.solver.list_prep import Prep
 from staticsched.solver.problem import Problem
@@ -46,25 +47,6 @@ class Timetable:
     makespan: int
     rule: str = ""
     rates: tuple[int, ...] = attrs.field(converter=tuple, default=())
-
-
-@attrs.frozen
-class Stuck:
-    """Why a run could not continue: the first unstarted op in allocation order and what it
-    waits for. ``kind`` is ``"memory"`` (``space``, ``item``, ``holders``: items in the way) or
-    ``"event"`` (``budget``, ``holders``: producers whose flag lifetime is open)."""
-
-    kind: str
-    op: int
-    time: int
-    space: int = -1
-    item: int = -1
-    budget: int = -1
-    holders: tuple[int, ...] = attrs.field(converter=tuple, default=())
-    rule: str = ""
-    #: what CP-SAT said when asked to find any schedule: "infeasible" (proven), "unknown"
-    #: (nothing within its limits) or "" (not asked: problem too large)
-    proof: str = ""
 
 
 @attrs.frozen
@@ -196,7 +178,7 @@ class _Run:
         for r, i in enumerate(self.by_rank):
             self.rank[i] = r
         self.memory = MemoryTracker(prob, prep, pos, var.in_order)
-        self.flags = EventTracker(prob, prep)
+        self.trackers: list[Tracker] = [t for f in FAMILIES if (t := f.tracker(prob, prep)) is not None]
         self.links = LinkTracker(prob.links, prob.link_overhead_holds, var.patient,
                                  [x.overhead for x in prob.xfers])
         self.xfer: list[Xfer | None] = [None] * n
@@ -222,7 +204,8 @@ class _Run:
         t = 0
         while self.done < self.prob.n:
             self.memory.release(t)
-            self.flags.prune(t)
+            for tr in self.trackers:
+                tr.prune(t)
             self.links.prune(t)
             while self._start_one(t):
                 pass
@@ -266,7 +249,7 @@ class _Run:
                         skipped.append(r)
                         continue
                     dur = x.cycles(rate) if x is not None else self.prob.dur[i]
-                    if self.flags.full(i, t + dur, self.start) >= 0:
+                    if any(tr.refuses(i, t + dur, self.start) for tr in self.trackers):
                         skipped.append(r)
                         continue
                     self._begin(i, t, placed, dur, rate)
@@ -292,7 +275,8 @@ class _Run:
         for j in self.memory.take(i, placed, end):
             if self.npred[j] == 0 and self.start[j] < 0:
                 heapq.heappush(self.waiting, (self.est[j], self.rank[j]))
-        self.flags.begin(i, t, self.start)
+        for tr in self.trackers:
+            tr.begin(i, t, self.start)
         for j, lat in self.prep.succ[i]:
             self.est[j] = max(self.est[j], end + lat)
             self.npred[j] -= 1
@@ -300,7 +284,8 @@ class _Run:
                 heapq.heappush(self.waiting, (self.est[j], self.rank[j]))
 
     def _events(self, t: int) -> list[int]:
-        changes = (self.memory.next_change(), self.flags.next_change(), self.links.next_change(t))
+        changes = (self.memory.next_change(), self.links.next_change(t),
+                   *(tr.next_change() for tr in self.trackers))
         out = [x for x in changes if x is not None]
         if self.waiting:
             out.append(self.waiting[0][0])
@@ -311,11 +296,8 @@ class _Run:
         """Describe what blocks the first unstarted op in allocation order (it is available:
         everything before it in that order has started)."""
         m = next(i for i in self.order if self.start[i] < 0)
-        name = self.var.name
-        placed = self.memory.place(m)
-        if isinstance(placed, tuple):
-            s, k = placed
-            holders = tuple(b[2] for b in self.memory.occupied[s])
-            return Stuck("memory", m, t, space=s, item=k, holders=holders, rule=name)
-        b = self.flags.full(m, t + self.prob.dur[m], self.start)
-        return Stuck("event", m, t, budget=b, holders=self.flags.holders(b) if b >= 0 else (), rule=name)
+        name, end = self.var.name, t + self.prob.dur[m]
+        found = self.memory.stuck(m, t, name)
+        for tr in self.trackers:
+            found = found or tr.stuck(m, end, self.start, name)
+        return found or Stuck("none", m, t, rule=name)

@@ -140,10 +140,18 @@ class Problem:
     links: tuple[LinkSpec, ...] = attrs.field(converter=tuple, default=())
     xfers: tuple[Xfer, ...] = attrs.field(converter=tuple, default=())
     link_overhead_holds: bool = True
+    #: the data of families other than the four built in, ``(family name, value)`` in
+    #: :data:`~.families.FAMILIES` order (:meth:`~.families.base.Family.attach` adds them;
+    #: values are frozen and hashable, so that equal cores still give equal problems)
+    parts: tuple[tuple[str, object], ...] = attrs.field(converter=tuple, default=())
 
     @property
     def n(self) -> int:
         return len(self.dur)
+
+    def part(self, name: str) -> object:
+        """The data family ``name`` attached (None when it attached none)."""
+        return next((v for k, v in self.parts if k == name), None)
 
     def latency(self, a: int, b: int) -> int:
         """The latency of an edge from op ``a`` to op ``b`` (by their pipes)."""

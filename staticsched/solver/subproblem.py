@@ -128,10 +128,10 @@ def solve_problem(
     if isinstance(found, Stuck):
         rate = det_rate(shape.family, "interleave", prob.n)
         rescued = _rescue(prob, found, bound.value, clock.det_limit(rate), clock.remaining(), seed)
-        if isinstance(rescued, Stuck) and rescued.kind == "event":
+        if isinstance(rescued, Stuck) and rescued.kind != "memory":
             # The flag-lifetime model is stricter than the program: the sync planner can still
-            # delay SETs (trading time for ids), so a schedule stuck on event ids is solved
-            # without them and the planner makes the ids fit
+            # delay SETs (trading time for ids), so a schedule stuck on event ids (or on
+            # nothing memory explains) is solved without them and the planner makes the ids fit
             prob = relax_event_budgets(prob)
             relaxed = True
             rescued = list_schedule(prob)

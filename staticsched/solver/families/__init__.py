@@ -2,14 +2,15 @@
 
 A family is a kind of resource a problem's ops compete for: the pipes (and the edges that
 order ops), the memory spaces, the event-id pools, the shared links. Each module provides,
-behind :class:`~.base.Family`, its CP-SAT variables, constraints and hints, its feasibility
-check of a timetable against the model, its lower bounds and the edges its order adds after
-solving (so that a timetable is the longest path over the edges and those orders). The CP-SAT
-model, the hints, the feasibility check, the lower bound and the semi-active normalisation
-iterate over :data:`FAMILIES` and name none of them. The list scheduler's trackers live in the
-same modules (:class:`.memory.MemoryTracker`, :class:`.events.EventTracker`,
-:class:`.links.LinkTracker`); docs/design.md, "How to add a resource family", says what a new
-family touches.
+behind :class:`~.base.Family`, its data for a problem (``attach``), its prechecks and
+explanations of infeasible inputs, its CP-SAT variables, constraints and hints, its
+list-scheduler tracker, its feasibility check of a timetable against the model, its lower
+bounds and the edges its order adds after solving (so that a timetable is the longest path
+over the edges and those orders). Decomposition, the CP-SAT model, the hints, the list
+scheduler's admission, the prechecks and explanations, the feasibility check, the lower bound
+and the semi-active normalisation iterate over :data:`FAMILIES` and name none of them (the
+list scheduler wires the memory family's placement and the link family's rates by their
+roles); docs/design.md, "How to add a resource family", says what a new family touches.
 
 The order of :data:`FAMILIES` is the order in which variables, constraints and hints enter a
 model: it is part of what makes a model, and so a result, reproducible.

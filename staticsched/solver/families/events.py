@@ -13,9 +13,12 @@ from collections.abc import Sequence
 import attrs
 from ortools.sat.python import cp_model
 
-from staticsched.solver.families.base import Edge
+from staticsched.model.hardware import Hardware
+from staticsched.model.opgraph import OpGraph
+from staticsched.solver.families.base import Edge, Group, Passive, Stuck
 from staticsched.solver.list_prep import Prep
-from staticsched.solver.problem import Problem, Token
+from staticsched.solver.problem import Problem, ProblemMap, Token
+from staticsched.solver.tokens import event_budgets, flag_tokens
 from staticsched.solver.variables import Variables
 
 
@@ -42,8 +45,73 @@ def event_vars(v: Variables) -> EventVars:
     return v.of["events"]
 
 
-class Events:
+class Events(Passive):
     name = "events"
+
+    def attach(self, prob: Problem, pmap: ProblemMap, group: Group) -> tuple[Problem, ProblemMap]:
+        """The flag tokens and event-id pools (:mod:`~staticsched.solver.tokens`)."""
+        # tokens depend on pipes, edges and items only: cores running the same program share them
+        key = ("events", prob)
+        if key not in group.cache:
+            graph, local = group.graph, group.local
+            op_items: list[list[int]] = [[] for _ in range(prob.n)]
+            for k, gi in enumerate(pmap.items):
+                for i, _ in graph.accesses[graph.items[gi].name]:
+                    op_items[local[i]].append(k)
+            found = flag_tokens(prob.n, prob.pipe_of, prob.pipes, prob.edges)
+            group.cache[key] = event_budgets(found, op_items, prob.items, prob.spaces, prob.sync)
+        tokens, budgets = group.cache[key]
+        return attrs.evolve(prob, tokens=tokens, budgets=budgets), pmap
+
+    def precheck(self, graph: OpGraph, hw: Hardware, prob: Problem, pmap: ProblemMap) -> list[str]:
+        """Every cross-pipe dependency needs a flag; a pool of 0 ids cannot carry any."""
+        counts: dict[int, list[tuple[int, int]]] = {}
+        for tok in prob.tokens:
+            budget = prob.budgets[tok.budget]
+            if budget.capacity == 0 and budget.binding:
+                for v in tok.consumers:
+                    counts.setdefault(tok.budget, []).append((tok.producer, v))
+        out = []
+        for b in sorted(counts):
+            key = prob.budgets[b].key
+            a, v = min(counts[b])
+            src, dst = graph.ops[pmap.ops[a]], graph.ops[pmap.ops[v]]
+            more = len(counts[b]) - 1
+            tail = f" ({more} more such edge{'s' if more != 1 else ''})" if more else ""
+            if key.kind == "cross":
+                out.append(f"edge '{src.id}' -> '{dst.id}' crosses from core {src.core} to core "
+                           f"{dst.core}, but sync.cross_core_event_ids = 0 leaves no cross-core "
+                           f"flag to carry it{tail}")
+            else:
+                out.append(f"edge '{src.id}' -> '{dst.id}' crosses pipes {src.unit} -> {dst.unit} "
+                           f"on core {src.core}, but sync.event_ids = 0 leaves no flag to carry "
+                           f"it{tail}")
+        return out
+
+    def tracker(self, prob: Problem, prep: Prep) -> EventTracker:
+        return EventTracker(prob, prep)
+
+    def explain(self, graph: OpGraph, prob: Problem, pmap: ProblemMap, stuck: Stuck) -> str | None:
+        if stuck.kind != self.name:
+            return None
+        op = graph.ops[pmap.ops[stuck.op]]
+        key = prob.budgets[stuck.budget].key
+        cap = prob.budgets[stuck.budget].capacity
+        if key.kind == "cross":
+            pair = f"cross-core flags core {pmap.cores[key.core]} -> core {pmap.cores[key.peer]}"
+            field = "cross_core_event_ids"
+        else:
+            pair = f"flags {key.src} -> {key.dst} on core {pmap.cores[key.core]}"
+            field = "event_ids"
+        own = [t for t in prob.tokens if t.producer == stuck.op and t.budget == stuck.budget]
+        if not stuck.holders:
+            targets = ", ".join(f"'{graph.ops[pmap.ops[t.consumers[0]]].id}'" for t in own)
+            return (f"op '{op.id}' on core {op.core} needs {len(own)} {pair} at once (to "
+                    f"{targets}) but {field} = {cap}")
+        producers = ", ".join(f"'{graph.ops[pmap.ops[a]].id}'" for a in stuck.holders)
+        return (f"op '{op.id}' on core {op.core} would need another event id for {pair}, but all "
+                f"{field} = {cap} are held by flags from {producers} whose consumers cannot "
+                f"start before it")
 
     def variables(self, v: Variables) -> None:
         model, prob = v.model, v.prob
@@ -156,6 +224,15 @@ class EventTracker:
         # only binding pools constrain anything; their closed lifetimes' ends, soonest first
         self.binding = [b.binding for b in prob.budgets]
         self.ends: list[tuple[int, int]] = []  # (end, budget) heap
+
+    def refuses(self, i: int, end: int, start: list[int]) -> bool:
+        return self.full(i, end, start) >= 0
+
+    def stuck(self, i: int, end: int, start: list[int], rule: str) -> Stuck | None:
+        b = self.full(i, end, start)
+        if b < 0:
+            return None
+        return Stuck("events", i, end - self.prob.dur[i], budget=b, holders=self.holders(b), rule=rule)
 
     def full(self, i: int, end: int, start: list[int]) -> int:
         """-1 if op ``i`` may open its lifetimes, which begin at ``end``; else the full pool."""

@@ -26,7 +26,7 @@ from ortools.sat.python import cp_model
 from staticsched.model.hardware import RATE_DENOM, Hardware
 from staticsched.model.links import Transfer, flow_edges, op_transfer, peak_usage
 from staticsched.model.opgraph import OpGraph
-from staticsched.solver.families.base import Edge
+from staticsched.solver.families.base import Edge, Passive
 from staticsched.solver.link_values import LinkSpec, Xfer
 from staticsched.solver.problem import Problem
 from staticsched.solver.variables import Variables
@@ -310,7 +310,7 @@ def attach_links(
                         link_overhead_holds=overhead_holds)
 
 
-class Links:
+class Links(Passive):
     """A link is a cumulative resource of ``units``, held by its transfers at their fixed
     rates (from their start, or from the end of their overhead when
     ``Problem.link_overhead_holds`` is off)."""

@@ -1,23 +1,21 @@
 """The memory family: items hold bytes of their (core, space) from their first access to their
 last plus the reuse gap; binding spaces stay within their limit, mixed-size spaces get
 concrete aligned offsets, uniform ones slots coloured after solving
-(:func:`~staticsched.solver.addresses.colour_slots`). :class:`MemoryTracker` is the list
-scheduler's view."""
+(:func:`~staticsched.solver.addresses.colour_slots`).
+:class:`~.memory_tracker.MemoryTracker` is the list scheduler's view."""
 
 from __future__ import annotations
 
-import bisect
-import heapq
 from collections.abc import Sequence
 
 import attrs
 from ortools.sat.python import cp_model
 
-from staticsched.model.deps import reuse_predecessors
-from staticsched.model.hardware import round_up
-from staticsched.solver.families.base import Edge
-from staticsched.solver.list_prep import Prep
-from staticsched.solver.problem import Problem
+from staticsched.model.deps import reuse_predecessors, tail_accesses
+from staticsched.model.hardware import Hardware, round_up
+from staticsched.model.opgraph import OpGraph
+from staticsched.solver.families.base import Edge, Group, Passive, Stuck
+from staticsched.solver.problem import ItemSpec, Problem, ProblemMap, SpaceSpec
 from staticsched.solver.variables import Variables
 
 
@@ -75,8 +73,55 @@ def address_edges(prob: Problem, starts: Sequence[int], offsets: Sequence[int]) 
     return out
 
 
-class Memory:
+class Memory(Passive):
     name = "memory"
+
+    def attach(self, prob: Problem, pmap: ProblemMap, group: Group) -> tuple[Problem, ProblemMap]:
+        """The bounded spaces of the group's cores and their items (:func:`_items`)."""
+        spaces, items, item_ids = _items(group, prob.dur, prob.edges)
+        return attrs.evolve(prob, spaces=spaces, items=items), attrs.evolve(pmap, items=item_ids)
+
+    def precheck(self, graph: OpGraph, hw: Hardware, prob: Problem, pmap: ProblemMap) -> list[str]:
+        """All items one op accesses must be in their space at once."""
+        spec = {(pmap.cores[sp.core], sp.name): sp for sp in prob.spaces}
+        bounded = {s.name for s in hw.spaces if s.bounded}
+        out = []
+        for gi in pmap.ops:
+            op = graph.ops[gi]
+            by_space: dict[str, list[str]] = {}
+            for name in dict.fromkeys((*op.reads, *op.writes)):
+                it = graph.item_map[name]
+                if it.space in bounded and it.bytes > 0:
+                    by_space.setdefault(it.space, []).append(name)
+            for space in sorted(by_space):
+                names = by_space[space]
+                sp = spec[(op.core, space)]
+                if len(names) < 2:
+                    continue
+                sizes = [graph.item_map[n].bytes for n in names]
+                # the space's own capacity: flag slots are dropped when they leave an op no room
+                if not _fits_together(sizes, sp.capacity, sp.alignment, sp.slot, sp.full_limit or sp.limit):
+                    listed = ", ".join(f"'{n}' ({b} B)" for n, b in zip(names, sizes, strict=True))
+                    feet = sum(round_up(b, sp.alignment) for b in sizes)
+                    out.append(f"op '{op.id}' needs items {listed} in {space} of core {op.core} at "
+                               f"the same time: {feet} B aligned to {sp.alignment} B do not fit its "
+                               f"capacity of {sp.capacity} B")
+        return out
+
+    def explain(self, graph: OpGraph, prob: Problem, pmap: ProblemMap, stuck: Stuck) -> str | None:
+        if stuck.kind != self.name:
+            return None
+        op = graph.ops[pmap.ops[stuck.op]]
+        sp = prob.spaces[stuck.space]
+        item = graph.items[pmap.items[stuck.item]]
+        held = []
+        for k in stuck.holders:
+            it = graph.items[pmap.items[k]]
+            last = ", ".join(f"'{graph.ops[pmap.ops[a]].id}'" for a in prob.items[k].tails)
+            held.append(f"'{it.name}' ({it.bytes} B, last used by {last})")
+        return (f"op '{op.id}' on core {op.core} needs item '{item.name}' ({item.bytes} B) in "
+                f"{sp.name}, but the {sp.capacity} B there are held by {', '.join(held)}, which "
+                f"must stay until their last use")
 
     def variables(self, v: Variables) -> None:
         model, prob = v.model, v.prob
@@ -194,122 +239,105 @@ class Memory:
 MEMORY = Memory()
 
 
-class MemoryTracker:
-    """Addresses of the items in binding spaces while the schedule is built.
-
-    An item takes its bytes when its first access starts and gives them back ``hold`` cycles
-    after its last tail access ends. With in-order allocation each space hands out bytes in
-    the order of ``pos`` only; ``blocked[i]`` counts the spaces where op ``i`` must still wait
-    for its turn.
-    """
-
-    def __init__(self, prob: Problem, prep: Prep, pos: list[int], in_order: bool) -> None:
-        self.prob, self.prep, self.in_order = prob, prep, in_order
-        spaces, items = prob.spaces, prob.items
-        self.queue: list[list[int]] = [[] for _ in spaces]
-        for k, it in enumerate(items):
-            if spaces[it.space].binding:
-                self.queue[it.space].append(k)
-        for q in self.queue:
-            q.sort(key=lambda k: (pos[items[k].first], k))
-        self.head = [0] * len(spaces)
-        self.blocked = [0] * prob.n
-        for i in range(prob.n if in_order else 0):
-            for s in prep.new_items[i]:
-                if spaces[s].binding and items[self.queue[s][0]].first != i:
-                    self.blocked[i] += 1
-        self.occupied: list[list[tuple[int, int, int]]] = [[] for _ in spaces]  # (lo, hi, item)
-        self.offsets = [it.static_offset for it in items]
-        self.tails_left = [len(it.tails) for it in items]
-        self.tail_end = [0] * len(items)
-        self.frees: list[tuple[int, int]] = []  # (time the bytes are free again, item)
-
-    def place(self, i: int) -> dict[int, list[tuple[int, int]]] | tuple[int, int]:
-        """Offsets for op ``i``'s new items now, or the (space, item) that does not fit."""
-        out: dict[int, list[tuple[int, int]]] = {}
-        for s, ks in self.prep.new_items[i].items():
-            sp = self.prob.spaces[s]
-            if not sp.binding:
-                continue
-            blocks = list(self.occupied[s])
-            got = []
-            for k in ks:
-                it = self.prob.items[k]
-                o = _place(blocks, it.footprint, it.bytes, sp.alignment, sp.limit, sp.capacity, sp.slot)
-                if o < 0:
-                    return (s, k)
-                _insert(blocks, (o, o + it.footprint, k))
-                got.append((k, o))
-            out[s] = got
-        return out
-
-    def take(self, i: int, placed: dict[int, list[tuple[int, int]]], end: int) -> list[int]:
-        """Op ``i`` starts with ``placed`` and ends at ``end``; return the ops whose turn came."""
-        items = self.prob.items
-        for s, got in placed.items():
-            for k, o in got:
-                self.offsets[k] = o
-                _insert(self.occupied[s], (o, o + items[k].footprint, k))
-        turned = []
-        for s, ks in self.prep.new_items[i].items():
-            if not self.prob.spaces[s].binding or not self.in_order:
-                continue
-            self.head[s] += len(ks)
-            if self.head[s] < len(self.queue[s]):
-                j = items[self.queue[s][self.head[s]]].first
-                self.blocked[j] -= 1
-                if self.blocked[j] == 0:
-                    turned.append(j)
-        for k in self.prep.tail_of[i]:
-            self.tails_left[k] -= 1
-            self.tail_end[k] = max(self.tail_end[k], end)
-            if self.tails_left[k] == 0 and self.prob.spaces[items[k].space].binding:
-                heapq.heappush(self.frees, (self.tail_end[k] + self.prob.reuse_gap, k))
-        return turned
-
-    def release(self, t: int) -> None:
-        """Give back the bytes of items whose hold ended by ``t``."""
-        while self.frees and self.frees[0][0] <= t:
-            _, k = heapq.heappop(self.frees)
-            s = self.prob.items[k].space
-            self.occupied[s] = [b for b in self.occupied[s] if b[2] != k]
-
-    def next_change(self) -> int | None:
-        return self.frees[0][0] if self.frees else None
-
-
-def _place(
-    blocks: list[tuple[int, int, int]],
-    foot: int,
-    nbytes: int,
-    align: int,
-    limit: int,
-    capacity: int,
-    slot: int,
-) -> int:
-    """Where ``foot`` bytes go among the occupied ``blocks`` (sorted); -1 if nowhere.
-
-    Uniform spaces (``slot > 0``): the lowest free slot below ``limit``. Mixed ones: best fit,
-    the smallest aligned gap that holds the item (``offset + nbytes <= capacity`` at the top),
-    lowest offset on ties -- it keeps large gaps whole for large items.
-    """
-    o = 0
+def _fits_together(sizes: list[int], capacity: int, align: int, slot: int, limit: int) -> bool:
+    """Whether items of these sizes can sit side by side at aligned offsets."""
     if slot:
-        for b0, b1, _ in blocks:
-            if o + foot <= b0:
-                break
-            o = max(o, b1)
-        return o if o + foot <= limit else -1
-    best, best_gap = -1, None
-    for b0, b1, _ in [*blocks, (capacity, capacity, -1)]:
-        top = b0 if b0 < capacity else capacity
-        fits = o + (foot if b0 < capacity else nbytes) <= top
-        if fits and (best_gap is None or top - o < best_gap):
-            best, best_gap = o, top - o
-        o = max(o, round_up(b1, align))
-    return best
+        return len(sizes) * slot <= limit
+    o = 0
+    for b in sorted(sizes, reverse=True):
+        if o + b > capacity:
+            return False
+        o += round_up(b, align)
+    return True
 
 
-def _insert(blocks: list[tuple[int, int, int]], blk: tuple[int, int, int]) -> None:
-    """Insert into a list kept sorted (bisect.insort on tuples)."""
-    bisect.insort(blocks, blk)
+def _items(
+    group: Group, dur: Sequence[int], edges: Sequence[tuple[int, int, int]]
+) -> tuple[list[SpaceSpec], list[ItemSpec], list[int]]:
+    """The bounded spaces and their items, in a structural order.
+
+    With ``flag_slots``, a uniform space (one footprint) whose items are first written on one
+    pipe and last accessed on another offers at most ``event_ids`` slots: every reuse of a
+    slot then needs a flag from the pipe that last read it to the pipe that writes it next,
+    and the sync planner can reuse an id only after a WAIT that happens before the new SET
+    (the reuse rule). Cycling through more slots than ids leaves ids free in time but never
+    reusable -- each id's last WAIT is for a slot the new SET does not depend on -- and the
+    reverse pool, full of the same run-ahead's flags, has none for a credit
+    (``ffn_layernorm.json``: MTE2 eight loads ahead of MTE1 in 16 L1 slots). With at most
+    ``event_ids`` slots a slot's previous WAIT is reached through the slot's own data, as with
+    a TQue of that depth (docs/design.md, refinement 9).
+    """
+    graph, hw, local, flag_slots = group.graph, group.hw, group.local, group.flag_slots
+    core_rel = {c: k for k, c in enumerate(group.cores)}
+    edge_lat = {(a, b): lat for a, b, lat in edges}
+    ops = graph.ops
+    by_space: dict[tuple[int, str], list[tuple[int, int, int, tuple[int, ...], int]]] = {}
+    pipes_of: dict[tuple[int, str], set[str]] = {}
+    for gi, accesses in group.item_list:
+        it = graph.items[gi]
+        first = accesses[0][0]
+        last_w, reads = tail_accesses(accesses)
+        assert last_w is not None, "a checked graph writes every item it reads"
+        tails = sorted({local[last_w], *(local[r] for r in reads)})
+        key = (core_rel[ops[first].core], it.space)
+        live = _min_live([local[i] for i, _ in accesses], tails, dur, edge_lat)
+        by_space.setdefault(key, []).append((gi, it.bytes, local[first], tuple(tails), live))
+        pipes_of.setdefault(key, set()).update(ops[i].unit for i in (first, last_w, *reads))
+    spaces: list[SpaceSpec] = []
+    items: list[ItemSpec] = []
+    item_ids: list[int] = []
+    space_order = {s.name: k for k, s in enumerate(hw.spaces)}
+    for key in sorted(by_space, key=lambda k: (k[0], space_order[k[1]])):
+        sp = hw.space(key[1])
+        align = sp.alignment
+        entries = by_space[key]
+        # structural order (first access, tails, size), not the names' order: identical cores
+        # must give identical problems
+        entries.sort(key=lambda e: (e[2], e[3], e[1], e[0]))
+        feet = [round_up(b, align) for _, b, _, _, _ in entries]
+        if len(set(feet)) == 1:
+            slot = feet[0]
+            n_slots = (sp.capacity - max(e[1] for e in entries)) // slot + 1
+            full_limit = n_slots * slot
+            ids = hw.sync.event_ids
+            capped = flag_slots and len(pipes_of[key]) > 1 and 0 < ids < n_slots
+            if capped:
+                n_slots = ids
+            limit = n_slots * slot
+            binding = len(entries) > n_slots
+            capped = capped and binding
+        else:
+            slot, capped = 0, False
+            limit = full_limit = round_up(sp.capacity, align)
+            total = 0
+            binding = False
+            for (_, b, _, _, _), f in zip(entries, feet, strict=True):
+                binding = binding or total + b > sp.capacity
+                total += f
+        k = len(spaces)
+        spaces.append(SpaceSpec(key[0], key[1], sp.capacity, align, slot, limit, binding, capped,
+                                full_limit))
+        offset = 0
+        for (gi, b, first, tails, live), f in zip(entries, feet, strict=True):
+            items.append(ItemSpec(k, b, f, first, tails, 0 if binding else offset, live))
+            item_ids.append(gi)
+            offset += f
+    return spaces, items, item_ids
+
+
+def _min_live(
+    accessors: list[int], tails: list[int], dur: Sequence[int], edge_lat: dict[tuple[int, int], int]
+) -> int:
+    """Longest path from the first access's start to the end of a tail access, along edges
+    between the item's own accesses (program order is topological for them)."""
+    order = list(dict.fromkeys(accessors))
+    dist = {order[0]: 0}
+    for k, x in enumerate(order[1:], 1):
+        best = -1
+        for y in order[:k]:
+            lat = edge_lat.get((y, x))
+            if lat is not None and y in dist:
+                best = max(best, dist[y] + dur[y] + lat)
+        if best >= 0:
+            dist[x] = best
+    return max(dist.get(a, 0) + dur[a] for a in tails)

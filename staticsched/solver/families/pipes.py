@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
 
-from staticsched.solver.families.base import Edge
+from staticsched.solver.families.base import Edge, Passive
 from staticsched.solver.problem import Problem
 from staticsched.solver.variables import Variables
 
@@ -20,7 +20,7 @@ def _by_pipe(prob: Problem) -> dict[int, list[int]]:
     return by_pipe
 
 
-class Pipes:
+class Pipes(Passive):
     name = "pipes"
 
     def variables(self, v: Variables) -> None:
