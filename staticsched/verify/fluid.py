@@ -46,10 +46,10 @@ def shared_transfers(ix: ProgramIndex) -> dict[int, Shared]:
     return out
 
 
-def _shared(ix: ProgramIndex, g: int, index: dict[str, int]) -> Shared | None:
-    ins = ix.instr[g]
-    if ins.kind not in TRANSFER_KINDS:
-        return None
+def transfer_route_of(ix: ProgramIndex, ins) -> tuple[str, str, int] | None:
+    """``(source space, destination space, bytes)`` of a transfer instruction, read from its
+    items as the program declares them; None when it cannot be resolved (other checks report
+    that)."""
     kind = KINDS[ins.kind]
     a = {**dict(kind.defaults), **dict(ins.attrs)}
     names = (*ins.reads, *ins.writes)
@@ -60,9 +60,19 @@ def _shared(ix: ProgramIndex, g: int, index: dict[str, int]) -> Shared | None:
     if len(reads) < len(kind.reads) or len(writes) < len(kind.writes):
         return None
     try:
-        src, dst, nbytes = transfer_route(ix.hw, ins.kind, a, reads, writes)  # type: ignore[misc]
+        return transfer_route(ix.hw, ins.kind, a, reads, writes)  # type: ignore[return-value]
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _shared(ix: ProgramIndex, g: int, index: dict[str, int]) -> Shared | None:
+    ins = ix.instr[g]
+    if ins.kind not in TRANSFER_KINDS:
+        return None
+    route = transfer_route_of(ix, ins)
+    if route is None:
+        return None
+    src, dst, nbytes = route
     hw = ix.hw
     links = tuple(index[lk.name] for lk in hw.links_of(src, dst))
     if not links or not hw.has_path(src, dst):

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 from staticsched.model.hardware import RATE_DENOM
 from staticsched.model.links import overflows, rate_text, rate_units
-from staticsched.model.opkinds import KINDS, TRANSFER_KINDS, item_shape, transfer_route
+from staticsched.model.opkinds import TRANSFER_KINDS
+from staticsched.verify.fluid import transfer_route_of
 from staticsched.verify.index import ProgramIndex
 from staticsched.verify.replay import Replay
 from staticsched.verify.report import Finding
@@ -84,7 +85,7 @@ def _hold(ix: ProgramIndex, ins) -> tuple[tuple[str, ...], int, int] | str | Non
     """What a transfer of this shape holds: ``(link names, path overhead, rate units)``; None when
     it uses no link (or has no route: other checks report that); the ``bad_rate`` text when its
     rate is one no transfer of its path can have."""
-    route = _route(ix, ins)
+    route = transfer_route_of(ix, ins)
     if route is None:
         return None
     hw = ix.hw
@@ -102,22 +103,6 @@ def _hold(ix: ProgramIndex, ins) -> tuple[tuple[str, ...], int, int] | str | Non
             f"(0, {rate_text(full)}] (path {src}->{dst})"
         )
     return tuple(lk.name for lk in links), path.overhead, int(units) or full
-
-
-def _route(ix: ProgramIndex, ins) -> tuple[str, str, int] | None:
-    kind = KINDS[ins.kind]
-    a = {**dict(kind.defaults), **dict(ins.attrs)}
-    names = (*ins.reads, *ins.writes)
-    if kind.missing(a) or any(n not in ix.items for n in names):
-        return None
-    shapes = [item_shape(it.space, it.bytes, it.dtype, it.shape) for it in (ix.items[n] for n in names)]
-    reads, writes = shapes[: len(ins.reads)], shapes[len(ins.reads):]
-    if len(reads) < len(kind.reads) or len(writes) < len(kind.writes):
-        return None
-    try:
-        return transfer_route(ix.hw, ins.kind, a, reads, writes)
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def _names(who: Sequence[str]) -> str:
