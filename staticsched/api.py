@@ -55,6 +55,11 @@ def schedule(graph: Any, hw: Hardware | str | Path, **options: Any) -> Schedule:
         ``"auto"`` solves them as one problem with the whole bandwidth unless an equal static
         split provably costs nothing; ``"split"`` always gives each core an equal share (a
         baseline to compare against).
+    gap : float
+        Stop the search as soon as the makespan is proven within this relative gap of the
+        lower bound, ``(makespan - bound) / makespan <= gap`` (default 0.001, ``--gap``);
+        ``stop_reason`` is then ``"gap_limit"``. Deterministic. 0 searches until the budget
+        or a proof.
 
     Returns
     -------

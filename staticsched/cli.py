@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 
 from staticsched.errors import StaticschedError
-from staticsched.options import LINK_POLICIES, METHODS, MODES
+from staticsched.options import DEFAULT_GAP, LINK_POLICIES, METHODS, MODES
 
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -71,14 +71,19 @@ def _solver_options(p: argparse.ArgumentParser, *, time_limit: float, time_help:
                    "problem unless an equal split provably costs nothing, 'split' always "
                    "splits it equally (auto)")
     p.add_argument("--op-budget", type=int, default=None, help="refuse larger lowerings")
+    p.add_argument("--gap", type=float, default=DEFAULT_GAP, metavar="G",
+                   help="stop the search once the makespan is proven within relative gap G of "
+                   "the lower bound, (makespan - bound) / makespan <= G; deterministic; 0 "
+                   f"searches until the time limit or a proof ({DEFAULT_GAP})")
 
 
 def _output_options(p: argparse.ArgumentParser) -> None:
     """Which files to write, verification and quiet: schedule and tune."""
     p.add_argument("--outputs", metavar="LIST", default=None,
-                   help="comma-separated files to write (default all: timetable.json, "
+                   help="comma-separated files to write, or 'all' (timetable.json, "
                    "timetable.csv, timetable.txt, program.txt, program.json, bundles.txt, "
-                   "trace.json, gantt.svg); add .gz to a name for gzip")
+                   "trace.json, gantt.svg); add .gz to a name for gzip (default: all, but "
+                   "above 50,000 micro-ops no text forms: .csv, .txt)")
     comp = p.add_mutually_exclusive_group()
     comp.add_argument("--compress", dest="compress", action="store_true", default=None,
                       help="gzip every JSON file (default: only for programs over 50,000 ops)")
@@ -228,7 +233,7 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
     res = compile_graph(
         args.graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
         method=args.method, mode=args.mode, op_budget=_budget(args), progress=rep,
-        wall_clock=args.wall_clock, link_policy=args.link_policy,
+        wall_clock=args.wall_clock, link_policy=args.link_policy, gap=args.gap,
     )
     return _finish(args, hw, res, rep, lambda choice: res.write(args.outdir, outputs=choice))
 
@@ -295,8 +300,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         tuned = tune(
             args.graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
             method=args.method, mode=args.mode, op_budget=_budget(args), wall_clock=args.wall_clock,
-            link_policy=args.link_policy, max_candidates=args.max_candidates, polish=args.polish,
-            jobs=args.jobs, ray=args.ray, progress=rep, steps=args.steps,
+            link_policy=args.link_policy, gap=args.gap, max_candidates=args.max_candidates,
+            polish=args.polish, jobs=args.jobs, ray=args.ray, progress=rep, steps=args.steps,
         )
     return _finish(args, hw, tuned.best, rep, lambda choice: tuned.write(args.outdir, outputs=choice),
                    tuned.summary_lines())

@@ -15,6 +15,8 @@ MODES = ("flags", "timed")
 LINK_POLICIES = ("auto", "split")
 #: TaskGraphs whose lowering would create more ops than this are refused before lowering
 DEFAULT_OP_BUDGET = 2_000_000
+#: the relative gap at which a search stops: ``(makespan - lower bound) / makespan <= gap``
+DEFAULT_GAP = 0.001
 #: ``deterministic``: every search is bounded by calibrated deterministic work (reproducible);
 #: ``wall``: by the wall clock (``--wall-clock``)
 TIME_MODES = ("deterministic", "wall")
@@ -30,6 +32,7 @@ def option_problems(
     seed: Any = _UNSET,
     workers: Any = _UNSET,
     time_mode: Any = _UNSET,
+    gap: Any = _UNSET,
 ) -> list[str]:
     """One line per bad option among those given (the API's and the solver's one check)."""
     bad = []
@@ -47,4 +50,8 @@ def option_problems(
         bad.append(f"seed must be an integer, got {seed!r}")
     if workers is not _UNSET and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         bad.append(f"workers must be an integer >= 1, got {workers!r}")
+    if gap is not _UNSET and (
+        isinstance(gap, bool) or not isinstance(gap, int | float) or not 0 <= gap < 1
+    ):
+        bad.append(f"gap must be a number with 0 <= gap < 1, got {gap!r}")
     return bad

@@ -18,7 +18,7 @@ from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.model.program import Program
 from staticsched.model.schedule import Schedule
-from staticsched.options import DEFAULT_OP_BUDGET, option_problems
+from staticsched.options import DEFAULT_GAP, DEFAULT_OP_BUDGET, option_problems
 from staticsched.progress import Progress, as_progress
 
 
@@ -104,6 +104,7 @@ def compile_graph(
     progress: Progress | Callable[[str], None] | None = None,
     wall_clock: bool = False,
     link_policy: str = "auto",
+    gap: float = DEFAULT_GAP,
 ) -> Compiled:
     """Lower, check, solve, plan sync and build the program.
 
@@ -114,7 +115,7 @@ def compile_graph(
     from staticsched.emit import finalize
     from staticsched.solver import solve
 
-    bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers)
+    bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers, gap=gap)
     if bad:
         raise InputError(bad)
     rep = as_progress(progress)
@@ -126,6 +127,7 @@ def compile_graph(
         # without flags (timed mode) the event-id budgets constrain nothing
         raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
                     progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags",
-                    time_mode="wall" if wall_clock else "deterministic", link_policy=link_policy)
+                    time_mode="wall" if wall_clock else "deterministic", link_policy=link_policy,
+                    gap=gap)
     final, program, plan = finalize(raw, mode=mode, progress=rep)
     return Compiled(og, final, program, plan, rep.timings[done:])

@@ -116,13 +116,15 @@ def _hostile_cases(tmp: Path) -> list[tuple[str, list, str]]:
          "1000"),
         ("bad option", ["schedule", EXAMPLES / "double_buffer.json", "--hw", dbl, "--time-limit", "-1"],
          "time_limit"),
+        ("bad gap", ["schedule", EXAMPLES / "double_buffer.json", "--hw", dbl, "--gap", "1.5"],
+         "gap must be a number with 0 <= gap < 1, got 1.5"),
         ("binary", ["schedule", write("bin.json", "\x00\xff\xfe"), "--hw", dbl], "JSON"),
         ("deep nesting", ["schedule", write("deep.json", "[" * 100000 + "]" * 100000),
                           "--hw", dbl], "JSON"),
     ]
 
 
-@pytest.mark.parametrize("case", range(16))
+@pytest.mark.parametrize("case", range(17))
 def test_hostile_input_exits_2_cleanly(tmp_path, capsys, case):
     name, argv, needle = _hostile_cases(tmp_path)[case]
     outdir = tmp_path / "outdir"

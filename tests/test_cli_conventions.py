@@ -17,7 +17,7 @@ from taskcases import run_cli
 import staticsched
 from staticsched.cli import DEFAULT_JITTER, _parser, main
 from staticsched.emit import OUTPUT_FILES, choose_outputs, load_program
-from staticsched.emit.files import LARGE_PROGRAM_OPS
+from staticsched.emit.files import LARGE_PROGRAM_OPS, TEXT_FORMS
 from staticsched.errors import InputError
 from staticsched.progress import Progress
 
@@ -187,9 +187,14 @@ def test_large_programs_get_compressed_json_by_default_and_say_so():
     small = choose_outputs(ops=10)
     assert small.names == OUTPUT_FILES and not small.note
     big = choose_outputs(ops=LARGE_PROGRAM_OPS + 1)
-    assert big.names == tuple(n + ".gz" if n.endswith(".json") else n for n in OUTPUT_FILES)
+    assert big.names == ("timetable.json.gz", "program.json.gz", "trace.json.gz", "gantt.svg")
     assert "gzip-compressed" in big.note and str(LARGE_PROGRAM_OPS) in big.note
-    assert choose_outputs(ops=LARGE_PROGRAM_OPS + 1, compress=False).names == OUTPUT_FILES
+    assert "text forms (timetable.csv, timetable.txt, program.txt, bundles.txt) not written" in big.note
+    assert choose_outputs(ops=LARGE_PROGRAM_OPS + 1, compress=False).names == tuple(
+        n for n in OUTPUT_FILES if n not in TEXT_FORMS)
+    assert choose_outputs(["all"], ops=LARGE_PROGRAM_OPS + 1).names == OUTPUT_FILES
+    assert choose_outputs(["program.txt"], ops=LARGE_PROGRAM_OPS + 1).names == ("program.txt",)
+    assert choose_outputs(ops=LARGE_PROGRAM_OPS).names == OUTPUT_FILES
     with pytest.raises(InputError) as err:
         choose_outputs(["timetable.json", "bogus.txt", "timetable.json.gz"])
     assert err.value.problems == (

@@ -8,7 +8,14 @@ Typical use::
 
 from staticsched.emit.build import build_program, finalize, replay_cycles
 from staticsched.emit.bundles import bundle_lines, dumps_bundles
-from staticsched.emit.files import OUTPUT_FILES, OutputChoice, choose_outputs, render_outputs, write_outputs
+from staticsched.emit.files import (
+    OUTPUT_FILES,
+    TEXT_FORMS,
+    OutputChoice,
+    choose_outputs,
+    render_outputs,
+    write_outputs,
+)
 from staticsched.emit.gantt import render_gantt
 from staticsched.emit.summary import phase_table, summary_lines, tiling_lines
 from staticsched.emit.sync import Flag, PlanStream, SyncPlan, SyncStats, plan_sync, plan_timed
@@ -25,6 +32,7 @@ from staticsched.formats.program_text import dumps_program_text, parse_program_t
 
 __all__ = [
     "OUTPUT_FILES",
+    "TEXT_FORMS",
     "Flag",
     "OutputChoice",
     "PlanStream",

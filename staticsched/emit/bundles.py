@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from staticsched.formats import jsonfmt
 from staticsched.formats.encoding import MNEMONIC, quote
 from staticsched.model.program import CROSS_KINDS, FLAG_KINDS, Instr, Program
 
@@ -55,4 +58,11 @@ def bundle_lines(program: Program, max_lines: int = MAX_LINES) -> list[str]:
 
 def dumps_bundles(program: Program, max_lines: int = MAX_LINES) -> str:
     """The bundle view as text (see :func:`bundle_lines`)."""
-    return "\n".join(bundle_lines(program, max_lines)) + "\n"
+    return "".join(iter_bundles(program, max_lines))
+
+
+def iter_bundles(program: Program, max_lines: int = MAX_LINES) -> Iterator[str]:
+    """:func:`dumps_bundles`'s text in chunks of lines."""
+    lines = bundle_lines(program, max_lines)
+    for k in range(0, len(lines), jsonfmt.BATCH):
+        yield "".join(line + "\n" for line in lines[k : k + jsonfmt.BATCH])

@@ -1,20 +1,22 @@
 """Writing all output files at once, atomically.
 
-Everything is rendered in memory first, then written into a fresh temporary directory next to
-``outdir`` (same file system), then moved into place: a new ``outdir`` is one directory
-rename, an existing one gets each file by ``os.replace``. An exception or a kill before the
-moves leaves no output file and no ``outdir``; an exception also removes the temporary
-directory (a kill while writing it leaves a hidden ``.<outdir>.partial-*`` directory, never
-a half-written output).
+Every file is streamed (rendered in chunks, gzip-compressed chunk by chunk when asked, so no
+whole file is held in memory) into a fresh temporary directory next to ``outdir`` (same file
+system), then the files are moved into place: a new ``outdir`` is one directory rename, an
+existing one gets each file by ``os.replace``. An exception or a kill before the moves leaves
+no output file and no ``outdir``; an exception also removes the temporary directory (a kill
+while writing it leaves a hidden ``.<outdir>.partial-*`` directory, never a half-written
+output).
 """
 
 from __future__ import annotations
 
-import gzip
+import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -45,9 +47,12 @@ OUTPUT_FILES = (
 )
 
 
-#: programs with more micro-ops than this get gzip-compressed JSON outputs unless the user
-#: chooses: the 4096^3 GEMM (167k ops) writes ~270 MB of JSON, ~20 MB compressed
+#: programs with more micro-ops than this get gzip-compressed JSON outputs and no text forms
+#: unless the user chooses: the 4096^3 GEMM (167k ops) writes ~270 MB of JSON (~20 MB
+#: compressed) and 60 MB of text forms
 LARGE_PROGRAM_OPS = 50_000
+#: the human-readable forms, written by default only for programs up to LARGE_PROGRAM_OPS
+TEXT_FORMS = ("timetable.csv", "timetable.txt", "program.txt", "bundles.txt")
 
 
 @attrs.frozen
@@ -67,8 +72,9 @@ def choose_outputs(
     Parameters
     ----------
     outputs
-        File names from :data:`OUTPUT_FILES`, each optionally with ``.gz`` for gzip; None for
-        all of them.
+        File names from :data:`OUTPUT_FILES`, each optionally with ``.gz`` for gzip, or
+        ``["all"]`` for every file; None for the default: every file, except that a program
+        of more than :data:`LARGE_PROGRAM_OPS` ops gets no :data:`TEXT_FORMS`.
     compress
         True: gzip every JSON file; False: none unless named with ``.gz``; None (default):
         gzip the JSON files when the program has more than :data:`LARGE_PROGRAM_OPS` ops.
@@ -82,7 +88,14 @@ def choose_outputs(
     """
     bad = []
     chosen: list[str] = []
-    for name in OUTPUT_FILES if outputs is None else outputs:
+    large = ops > LARGE_PROGRAM_OPS
+    if outputs is not None and list(outputs) == ["all"]:
+        names: Sequence[str] = OUTPUT_FILES
+    elif outputs is None:
+        names = [n for n in OUTPUT_FILES if not (large and n in TEXT_FORMS)]
+    else:
+        names = outputs
+    for name in names:
         base = name[:-3] if name.endswith(".gz") else name
         if base not in OUTPUT_FILES:
             bad.append(f"unknown output file '{name}' (files: {', '.join(OUTPUT_FILES)}, each "
@@ -93,12 +106,17 @@ def choose_outputs(
             chosen.append(name)
     if bad:
         raise InputError(bad)
-    note = ""
-    if compress is None and outputs is None and ops > LARGE_PROGRAM_OPS:
+    notes = []
+    if outputs is None and large:
+        notes.append(f"text forms ({', '.join(TEXT_FORMS)}) not written")
+    if compress is None and outputs is None and large:
         compress = True
-        note = (f"large program ({ops} micro-ops > {LARGE_PROGRAM_OPS}): JSON files written "
-                "gzip-compressed (.gz; every staticsched reader and Perfetto open them); choose "
-                "with --outputs / --no-compress")
+        notes.append("JSON files written gzip-compressed (.gz; every staticsched reader and "
+                     "Perfetto open them)")
+    note = ""
+    if notes:
+        note = (f"large program ({ops} micro-ops > {LARGE_PROGRAM_OPS}): {'; '.join(notes)}; "
+                "choose with --outputs (--outputs all: every file) / --no-compress")
     if compress:
         chosen = [n + ".gz" if n.endswith(".json") else n for n in chosen]
     order = {n: k for k, n in enumerate(OUTPUT_FILES)}
@@ -110,26 +128,45 @@ def render_outputs(
     schedule: Schedule, program: Program, plan: SyncPlan, names: Sequence[str] = OUTPUT_FILES
 ) -> dict[str, bytes]:
     """The bytes of the files ``names`` (by name, in :data:`OUTPUT_FILES` order); a ``.gz``
-    name is the gzip of that file (with no time stamp, so equal runs give equal bytes)."""
-    # modules are looked up at call time, so a test can replace one renderer with a failing
-    # one; each text is encoded at once so that only one copy of a large file is held
-    renderers = {
-        "timetable.json": lambda: timetable.dumps_timetable_json(schedule, plan),
-        "timetable.csv": lambda: timetable.dumps_timetable_csv(schedule),
-        "timetable.txt": lambda: timetable.dumps_timetable_text(schedule, plan),
-        "program.txt": lambda: program_text.dumps_program_text(program),
-        "program.json": lambda: program_json.dumps_program_json(program),
-        "bundles.txt": lambda: bundles.dumps_bundles(program),
-        "trace.json": lambda: trace.dumps_trace(schedule),
-        "gantt.svg": lambda: gantt.render_gantt(schedule),
+    name is the gzip of that file (with no time stamp, so equal runs give equal bytes). The
+    same bytes :func:`write_outputs` streams into the files."""
+    return {name: b"".join(chunks()) for name, chunks in _streams(schedule, program, plan, names).items()}
+
+
+def _streams(
+    schedule: Schedule, program: Program, plan: SyncPlan, names: Sequence[str]
+) -> dict[str, Callable[[], Iterator[bytes]]]:
+    """Per file, a function giving its bytes in chunks (nothing is rendered before it is
+    called)."""
+    # modules are looked up at call time, so a test can replace one renderer with a failing one
+    renderers: dict[str, Callable[[], Iterable[str]]] = {
+        "timetable.json": lambda: timetable.iter_timetable_json(schedule, plan),
+        "timetable.csv": lambda: timetable.iter_timetable_csv(schedule),
+        "timetable.txt": lambda: timetable.iter_timetable_text(schedule, plan),
+        "program.txt": lambda: program_text.iter_program_text(program),
+        "program.json": lambda: program_json.iter_program_json(program),
+        "bundles.txt": lambda: bundles.iter_bundles(program),
+        "trace.json": lambda: trace.iter_trace(schedule),
+        "gantt.svg": lambda: (gantt.render_gantt(schedule),),
     }
-    out = {}
-    for name in names:
+
+    def stream(name: str) -> Callable[[], Iterator[bytes]]:
         if name.endswith(".gz"):
-            out[name] = gzip.compress(_encode(renderers[name[:-3]]()), compresslevel=6, mtime=0)
-        else:
-            out[name] = _encode(renderers[name]())
-    return out
+            return lambda: _gzip(map(_encode, renderers[name[:-3]]()))
+        return lambda: map(_encode, renderers[name]())
+
+    return {name: stream(name) for name in names}
+
+
+def _gzip(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The gzip stream of ``chunks``: level 6, no file name and mtime 0 (so equal runs give
+    equal bytes), the same bytes as ``gzip.compress(data, 6, mtime=0)`` of their join."""
+    comp = zlib.compressobj(6, zlib.DEFLATED, 31)
+    for chunk in chunks:
+        out = comp.compress(chunk)
+        if out:
+            yield out
+    yield comp.flush()
 
 
 def _encode(text: str | bytes) -> bytes:
@@ -198,8 +235,9 @@ def write_outputs(
         outputs, compress=compress, ops=len(schedule.ops))
     if outdir.exists() and not outdir.is_dir():
         raise InputError(f"{outdir}: exists and is not a directory")
-    files = render_outputs(schedule, program, plan, choice.names)
-    files.update((name, _encode(extra[name])) for name in sorted(extra))
+    files = _streams(schedule, program, plan, choice.names)
+    for name in sorted(extra):
+        files[name] = functools.partial(iter, (_encode(extra[name]),))
     try:
         _move_into_place(outdir, files)
     except OSError as exc:
@@ -208,12 +246,18 @@ def write_outputs(
     return [outdir / name for name in files]
 
 
-def _move_into_place(outdir: Path, files: dict[str, bytes]) -> None:
+def _write_file(path: Path, chunks: Iterable[bytes]) -> None:
+    with open(path, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+
+
+def _move_into_place(outdir: Path, files: dict[str, Callable[[], Iterator[bytes]]]) -> None:
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.partial-", dir=outdir.parent))
     try:
-        for name, data in files.items():
-            (tmp / name).write_bytes(data)
+        for name, chunks in files.items():
+            _write_file(tmp / name, chunks())
             (tmp / name).chmod(file_mode())
         tmp.chmod(dir_mode())
         try:

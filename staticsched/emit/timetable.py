@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from typing import Any
 
 from staticsched.emit.summary import tilings
 from staticsched.emit.sync import SyncPlan
-from staticsched.formats.jsonfmt import dumps_json
+from staticsched.formats import jsonfmt
+from staticsched.formats.jsonfmt import iter_json
 from staticsched.model.links import link_usage, rate_text
 from staticsched.model.schedule import Schedule
 from staticsched.model.traffic import gm_traffic
@@ -96,18 +98,32 @@ def traffic_dict(schedule: Schedule) -> dict[str, Any]:
 
 def dumps_timetable_json(schedule: Schedule, plan: SyncPlan) -> str:
     """``timetable.json``: one op, item and event per line."""
-    return dumps_json(timetable_to_dict(schedule, plan))
+    return "".join(iter_timetable_json(schedule, plan))
+
+
+def iter_timetable_json(schedule: Schedule, plan: SyncPlan) -> Iterator[str]:
+    """:func:`dumps_timetable_json`'s text in chunks."""
+    return iter_json(timetable_to_dict(schedule, plan))
 
 
 def dumps_timetable_csv(schedule: Schedule) -> str:
     """``timetable.csv``: ``id,core,unit,kind,start,end,duration`` per op, in graph order."""
+    return "".join(iter_timetable_csv(schedule))
+
+
+def iter_timetable_csv(schedule: Schedule) -> Iterator[str]:
+    """:func:`dumps_timetable_csv`'s text in chunks of rows."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["id", "core", "unit", "kind", "start", "end", "duration"])
     graph = schedule.graph
-    for t in schedule.ops:
-        w.writerow([t.id, t.core, t.unit, graph.op(t.id).kind, t.start, t.end, t.end - t.start])
-    return buf.getvalue()
+    for k in range(0, len(schedule.ops), jsonfmt.BATCH):
+        for t in schedule.ops[k : k + jsonfmt.BATCH]:
+            w.writerow([t.id, t.core, t.unit, graph.op(t.id).kind, t.start, t.end, t.end - t.start])
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+    yield buf.getvalue()
 
 
 def _fmt_us(schedule: Schedule, cycles: int) -> str:
@@ -116,6 +132,11 @@ def _fmt_us(schedule: Schedule, cycles: int) -> str:
 
 def dumps_timetable_text(schedule: Schedule, plan: SyncPlan) -> str:
     """``timetable.txt``: a header and one row per op in start order, for people."""
+    return "".join(iter_timetable_text(schedule, plan))
+
+
+def iter_timetable_text(schedule: Schedule, plan: SyncPlan) -> Iterator[str]:
+    """:func:`dumps_timetable_text`'s text in chunks of rows."""
     hw = schedule.hw
     s = schedule
     lines = [
@@ -133,11 +154,14 @@ def dumps_timetable_text(schedule: Schedule, plan: SyncPlan) -> str:
     id_w = max([2, *(len(t.id) for t in schedule.ops)])
     unit_w = max([4, *(len(u) for u in hw.unit_names)])
     lines.append(f"{'start':>10} {'end':>10} {'dur':>8} {'core':>4} {'unit':<{unit_w}} {'op':<{id_w}} kind")
-    for i in rows:
-        t = schedule.ops[i]
-        kind = graph.op(t.id).kind or "-"
-        dur = t.end - t.start
-        lines.append(
-            f"{t.start:>10} {t.end:>10} {dur:>8} {t.core:>4} {t.unit:<{unit_w}} {t.id:<{id_w}} {kind}"
-        )
-    return "\n".join(lines) + "\n"
+    yield "\n".join(lines) + "\n"
+    for k in range(0, len(rows), jsonfmt.BATCH):
+        out = []
+        for i in rows[k : k + jsonfmt.BATCH]:
+            t = schedule.ops[i]
+            kind = graph.op(t.id).kind or "-"
+            dur = t.end - t.start
+            out.append(
+                f"{t.start:>10} {t.end:>10} {dur:>8} {t.core:>4} {t.unit:<{unit_w}} {t.id:<{id_w}} {kind}\n"
+            )
+        yield "".join(out)

@@ -13,8 +13,10 @@ million events, and a dict per event through a generic encoder costs several tim
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii as _q
 
+from staticsched.formats import jsonfmt
 from staticsched.formats.jsonfmt import encode
 from staticsched.model.links import link_usage, rate_text
 from staticsched.model.schedule import Schedule
@@ -111,6 +113,11 @@ def _counters(schedule: Schedule) -> list[str]:
 
 def dumps_trace(schedule: Schedule) -> str:
     """``trace.json`` text: ``{"traceEvents": [...], "otherData": {...}}``, one event per line."""
+    return "".join(iter_trace(schedule))
+
+
+def iter_trace(schedule: Schedule) -> Iterator[str]:
+    """:func:`dumps_trace`'s text in chunks of events."""
     hw = schedule.hw
     other = {
         "generator": "staticsched",
@@ -120,5 +127,8 @@ def dumps_trace(schedule: Schedule) -> str:
         "makespan_cycles": schedule.makespan,
         "makespan_us": round(hw.cycles_to_us(schedule.makespan), 6),
     }
-    events = ",\n  ".join(trace_lines(schedule))
-    return f'{{\n "traceEvents": [\n  {events}\n ],\n "otherData": {encode(other)}\n}}\n'
+    yield '{\n "traceEvents": [\n  '
+    lines = trace_lines(schedule)
+    for k in range(0, len(lines), jsonfmt.BATCH):
+        yield ("" if k == 0 else ",\n  ") + ",\n  ".join(lines[k : k + jsonfmt.BATCH])
+    yield f'\n ],\n "otherData": {encode(other)}\n}}\n'

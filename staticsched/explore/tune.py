@@ -42,7 +42,7 @@ from staticsched.frontend.taskgraph import TaskGraph, load_graph
 from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.opgraph import OpGraph
-from staticsched.options import DEFAULT_OP_BUDGET, option_problems
+from staticsched.options import DEFAULT_GAP, DEFAULT_OP_BUDGET, option_problems
 from staticsched.pipeline import compile_graph, naming
 from staticsched.progress import Progress, as_progress
 from staticsched.tasks.space import SPACES, candidates, tiling_label, used_tiling
@@ -66,6 +66,7 @@ class TuneOptions:
     workers: int = 1
     wall_clock: bool = False
     link_policy: str = "auto"
+    gap: float = DEFAULT_GAP
     op_budget: int | None = None
     max_candidates: int = 32
     polish: int = 3
@@ -121,7 +122,7 @@ def compile_job(job: Job) -> Any:
     o = job.opts
     return job.compile(job.graph, job.hw, method=job.method, mode=o.mode, time_limit=o.time_limit,
                        seed=o.seed, workers=o.workers, wall_clock=o.wall_clock, link_policy=o.link_policy,
-                       op_budget=o.op_budget)
+                       op_budget=o.op_budget, gap=o.gap)
 
 
 def run_job(job: Job) -> dict[str, Any]:
@@ -340,6 +341,7 @@ def tune(
     op_budget: int | None = DEFAULT_OP_BUDGET,
     wall_clock: bool = False,
     link_policy: str = "auto",
+    gap: float = DEFAULT_GAP,
     jobs: int = 1,
     ray: str | None = None,
     progress: Progress | Callable[[str], None] | None = None,
@@ -370,7 +372,7 @@ def tune(
         At most this many candidates are list scheduled (the baseline included).
     polish : int
         How many of the best list schedules CP-SAT improves (``method="cpsat"``).
-    seed, workers, mode, op_budget, wall_clock, link_policy
+    seed, workers, mode, op_budget, wall_clock, link_policy, gap
         As for :func:`staticsched.api.schedule`, for every candidate.
     jobs : int
         Local worker processes scheduling candidates side by side (rounds of 4 candidates, so
@@ -397,7 +399,7 @@ def tune(
         For bad input or options (``InputError``, one line per problem), or when no candidate
         can be scheduled.
     """
-    bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers)
+    bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers, gap=gap)
     counts = (("max_candidates", max_candidates, 1), ("polish", polish, 0), ("jobs", jobs, 1))
     for name, value, least in counts:
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -413,7 +415,7 @@ def tune(
         what = "an OpGraph" if isinstance(graph, OpGraph) else type(graph).__name__
         raise InputError(f"{source or 'graph'}: tune needs a TaskGraph, got {what} (no tiling to choose)")
     opts = TuneOptions(method=method, mode=mode, time_limit=time_limit, seed=seed, workers=workers,
-                       wall_clock=wall_clock, link_policy=link_policy, op_budget=op_budget,
+                       wall_clock=wall_clock, link_policy=link_policy, gap=gap, op_budget=op_budget,
                        max_candidates=max_candidates, polish=polish, steps=steps)
     try:
         return run_tune(graph, hw, opts, compile_graph, jobs=jobs, ray_address=ray, progress=rep,

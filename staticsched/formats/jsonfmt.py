@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -14,6 +14,10 @@ encode = json.JSONEncoder(allow_nan=False).encode
 
 def _top_level(path: Path) -> bool:
     return len(path) <= 1
+
+
+#: records joined into one chunk of streamed JSON
+BATCH = 4096
 
 
 def dumps_json(obj: Any, expand: Callable[[Path], bool] = _top_level) -> str:
@@ -27,31 +31,38 @@ def dumps_json(obj: Any, expand: Callable[[Path], bool] = _top_level) -> str:
     Non-ASCII text is escaped, so any Python string (even a lone surrogate) survives a UTF-8
     file.
     """
-    out: list[str] = []
-    _write(obj, expand, (), out)
-    out.append("\n")
-    return "".join(out)
+    return "".join(iter_json(obj, expand))
 
 
-def _write(obj: Any, expand: Callable[[Path], bool], path: Path, out: list[str]) -> None:
+def iter_json(obj: Any, expand: Callable[[Path], bool] = _top_level) -> Iterator[str]:
+    """:func:`dumps_json`'s text in chunks of at most :data:`BATCH` records (for writing a
+    large file without holding it)."""
+    yield from _chunks(obj, expand, ())
+    yield "\n"
+
+
+def _chunks(obj: Any, expand: Callable[[Path], bool], path: Path) -> Iterator[str]:
     if not isinstance(obj, dict | list) or not obj or not expand(path):
-        out.append(encode(obj))
+        yield encode(obj)
         return
     pad = "\n" + " " * (len(path) + 1)
     close = "\n" + " " * len(path)
+    sep = "," + pad
     if isinstance(obj, list):
         if not expand((*path, 0)):
-            # the common case, a list of records: one tight loop, no recursion per record
-            out.append("[" + pad + ("," + pad).join(map(encode, obj)) + close + "]")
+            # the common case, a list of records: one tight loop per batch, no recursion
+            for k in range(0, len(obj), BATCH):
+                yield ("[" + pad if k == 0 else sep) + sep.join(map(encode, obj[k : k + BATCH]))
+            yield close + "]"
             return
-        out.append("[")
+        yield "["
         for n, value in enumerate(obj):
-            out.append(pad if n == 0 else "," + pad)
-            _write(value, expand, (*path, n), out)
-        out.append(close + "]")
+            yield pad if n == 0 else sep
+            yield from _chunks(value, expand, (*path, n))
+        yield close + "]"
         return
-    out.append("{")
+    yield "{"
     for n, (key, value) in enumerate(obj.items()):
-        out.append((pad if n == 0 else "," + pad) + encode(key) + ": ")
-        _write(value, expand, (*path, key), out)
-    out.append(close + "}")
+        yield (pad if n == 0 else sep) + encode(key) + ": "
+        yield from _chunks(value, expand, (*path, key))
+    yield close + "}"

@@ -6,6 +6,7 @@ instruction lists only the fields that differ from their defaults.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii as _q
 from typing import Any
 
@@ -13,6 +14,7 @@ import attrs
 
 from staticsched._fields import Problems, check_keys, get_int, get_list, get_str, get_str_list
 from staticsched.errors import ProgramError
+from staticsched.formats import jsonfmt
 from staticsched.formats.encoding import MNEMONIC, attr_types, check_encodable
 from staticsched.formats.jsonfmt import dumps_json, encode
 from staticsched.model.attrcodec import attr_from_json
@@ -124,19 +126,29 @@ def _instr_json(ins: Instr) -> str:
 def dumps_program_json(program: Program) -> str:
     """``program`` as JSON text, one item and one instruction per line (the same JSON as
     :func:`program_to_dict`)."""
+    return "".join(iter_program_json(program))
+
+
+def iter_program_json(program: Program) -> Iterator[str]:
+    """:func:`dumps_program_json`'s text in chunks of at most :data:`.jsonfmt.BATCH`
+    instructions."""
     check_encodable(program)
     head = program_to_dict(attrs.evolve(program, streams=()))
     del head["streams"]
     source = head.pop("source", None)
     text = dumps_json(head)
-    lines = [text[: text.rindex("\n}")] + ',\n "streams": [']
+    yield text[: text.rindex("\n}")] + ',\n "streams": ['
     for n, st in enumerate(program.streams):
-        body = ",\n   ".join(map(_instr_json, st.instrs))
-        instrs = f"[\n   {body}\n  ]" if st.instrs else "[]"
-        sep = "," if n + 1 < len(program.streams) else ""
-        lines.append(f'  {{"core": {int(st.core)}, "unit": {_q(st.unit)}, "instrs": {instrs}}}{sep}')
-    lines.append(" ]" + (f',\n "source": {_q(source)}' if source is not None else "") + "\n}\n")
-    return "\n".join(lines)
+        yield f'\n  {{"core": {int(st.core)}, "unit": {_q(st.unit)}, "instrs": '
+        if not st.instrs:
+            yield "[]"
+        for k in range(0, len(st.instrs), jsonfmt.BATCH):
+            batch = ",\n   ".join(map(_instr_json, st.instrs[k : k + jsonfmt.BATCH]))
+            yield ("[\n   " if k == 0 else ",\n   ") + batch
+        if st.instrs:
+            yield "\n  ]"
+        yield "}" + ("," if n + 1 < len(program.streams) else "")
+    yield "\n ]" + (f',\n "source": {_q(source)}' if source is not None else "") + "\n}\n"
 
 
 def _int_list(obj: dict, key: str, where: str, pr: Problems) -> tuple[int, ...]:

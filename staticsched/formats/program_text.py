@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any, NamedTuple, NoReturn
 
 from staticsched.errors import ProgramError
+from staticsched.formats import jsonfmt
 from staticsched.formats.encoding import (
     ARROW,
     KIND_OF,
@@ -65,6 +67,11 @@ def dumps_program_text(program: Program) -> str:
     ProgramError
         If an instruction carries fields its kind does not use (they could not round-trip).
     """
+    return "".join(iter_program_text(program))
+
+
+def iter_program_text(program: Program) -> Iterator[str]:
+    """:func:`dumps_program_text`'s text in chunks (the header, then a stream at a time)."""
     check_encodable(program)
     out = [
         _HEADER,
@@ -83,11 +90,12 @@ def dumps_program_text(program: Program) -> str:
             f"bytes={it.bytes} live={it.live_start}:{it.live_end} dtype={quote(it.dtype)} "
             f"shape={_dims(it.shape)}"
         )
+    yield "\n".join(out) + "\n"
     for st in program.streams:
-        out.append(f"stream {st.core} {quote(st.unit)} {len(st.instrs)}")
-        out += [_instr_line(ins) for ins in st.instrs]
-    out.append("end")
-    return "\n".join(out) + "\n"
+        yield f"stream {st.core} {quote(st.unit)} {len(st.instrs)}\n"
+        for k in range(0, len(st.instrs), jsonfmt.BATCH):
+            yield "".join(_instr_line(ins) + "\n" for ins in st.instrs[k : k + jsonfmt.BATCH])
+    yield "end\n"
 
 
 # --------------------------------------------------------------------------- parsing

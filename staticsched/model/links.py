@@ -61,6 +61,46 @@ def rate_text(units: int) -> float:
 
 
 def op_transfer(op: Op, graph: OpGraph, hw: Hardware) -> Transfer | None:
+    """The transfer ``op`` (an op of ``graph``) makes on ``hw``'s links, or None (not a
+    transfer, or no link carries its path): :func:`op_transfers`' entry for it."""
+    return op_transfers(graph, hw)[graph.op_index[op.id]]
+
+
+def op_transfers(graph: OpGraph, hw: Hardware) -> tuple[Transfer | None, ...]:
+    """:func:`_transfer` of every op of ``graph`` on ``hw``, in op order. Computed once per
+    (graph, hardware) and kept with the graph (the solver, the program builder, the schedule
+    check and three output files each ask for all of them), and once per distinct op shape:
+    a 4096^3 GEMM's 167K ops have a handful."""
+    kept = graph.memo.get("op_transfers")
+    if kept is not None and kept[0] is hw:
+        return kept[1]
+    if not hw.links:
+        out: tuple[Transfer | None, ...] = (None,) * len(graph.ops)
+    else:
+        shapes: dict[tuple, Transfer | None] = {}
+        items = graph.item_map
+        found = []
+        for op in graph.ops:
+            if op.kind not in TRANSFER_KINDS:
+                found.append(None)
+                continue
+            try:
+                key = (op.kind, tuple(op.attr.items()),
+                       tuple((items[n].space, items[n].bytes, items[n].dtype, items[n].shape)
+                             if n in items else n for n in (*op.reads, *op.writes)), len(op.reads))
+                hash(key)
+            except TypeError:  # an unhashable attribute value: no sharing for this op
+                found.append(_transfer(op, graph, hw))
+                continue
+            if key not in shapes:
+                shapes[key] = _transfer(op, graph, hw)
+            found.append(shapes[key])
+        out = tuple(found)
+    graph.memo["op_transfers"] = (hw, out)  # one hardware at a time (the usual case)
+    return out
+
+
+def _transfer(op: Op, graph: OpGraph, hw: Hardware) -> Transfer | None:
     """The transfer ``op`` makes on ``hw``'s links, or None (not a transfer, or no link carries
     its path). Its bytes and path are the kind table's (:func:`~staticsched.model.opkinds.
     transfer_route`), so durations and link use never disagree."""

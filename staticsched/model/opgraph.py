@@ -120,6 +120,9 @@ class OpGraph:
     tensors: tuple[Tensor, ...] = attrs.field(converter=tuple, default=())
     #: the TaskGraph this was lowered from (raw JSON), for numeric reference checks
     source: str = attrs.field(default="", repr=False)
+    #: derived values other modules compute once per graph (:func:`staticsched.model.links.
+    #: op_transfers`); not part of the value (equality, hash, repr, evolve ignore it)
+    memo: dict = attrs.field(factory=dict, init=False, eq=False, hash=False, repr=False)
 
     # ---------------------------------------------------------------- lookups
     @cached_property

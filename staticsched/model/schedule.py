@@ -39,7 +39,8 @@ class Schedule:
         ``heuristic``: the list schedule, not improved by CP-SAT.
     stop_reason : str
         What ended the search: ``"optimal"``, ``"deterministic_limit"``, ``"lns_converged"``,
-        ``"list"`` (the list scheduler alone), ``"optimal in the solver's stricter model"``, or
+        ``"gap_limit"`` (proven within the relative gap of the lower bound), ``"list"`` (the
+        list scheduler alone), ``"optimal in the solver's stricter model"``, or
         a ``"wall_clock_limit ..."`` / ``"optimal (wall-clock mode ...)"`` reason that says the
         result is not reproducible (the ``STOP_*`` names of :mod:`staticsched.solver.budget`).
     stats : tuple of (key, value)

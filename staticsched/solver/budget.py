@@ -53,6 +53,18 @@ STOP_WALL_NET = "wall_clock_limit (not reproducible)"
 STOP_WALL_MODE = "wall_clock_limit (wall-clock mode, not reproducible)"
 STOP_WALL_MODE_OPTIMAL = "optimal (wall-clock mode, not reproducible)"
 STOP_CONVERGED = "lns_converged"
+STOP_GAP = "gap_limit"
+
+
+def gap_target(lower: int, gap: float) -> int:
+    """The largest makespan proven within relative gap ``gap`` of the lower bound ``lower``:
+    ``(makespan - lower) / makespan <= gap`` (CP-SAT's ``relative_gap_limit`` and MIP solvers
+    measure the gap against the incumbent the same way). ``gap`` 0: ``lower`` itself."""
+    if gap <= 0:
+        return lower
+    if gap >= 1:
+        return 2**62
+    return int(lower / (1.0 - gap) + 1e-9)
 
 
 @attrs.frozen

@@ -19,7 +19,7 @@ import attrs
 from ortools.sat.python import cp_model
 
 from staticsched.solver.addresses import colour_slots
-from staticsched.solver.budget import STOP_DETERMINISTIC, STOP_WALL_MODE, STOP_WALL_NET
+from staticsched.solver.budget import STOP_DETERMINISTIC, STOP_GAP, STOP_WALL_MODE, STOP_WALL_NET
 from staticsched.solver.constraints import Constraints
 from staticsched.solver.families import FAMILIES
 from staticsched.solver.families.memory import MEMORY
@@ -108,17 +108,27 @@ def build_model(
     return model, variables
 
 
-class _Progress(cp_model.CpSolverSolutionCallback):
-    def __init__(self, report: Callable[[str], None], label: str) -> None:
+class _OnSolution(cp_model.CpSolverSolutionCallback):
+    """Reports each solution, and stops the search at the first one within ``target`` (the
+    gap limit against the caller's lower bound: a deterministic search finds its solutions in
+    the same order every time, so it stops at the same one)."""
+
+    def __init__(self, report: Callable[[str], None] | None, label: str, target: int) -> None:
         super().__init__()
         self._report = report
         self._label = label
+        self._target = target
+        self.reached = False
 
     def on_solution_callback(self) -> None:
-        self._report(
-            f"{self._label}best makespan {int(self.objective_value)}, "
-            f"bound {int(self.best_objective_bound)}, {self.wall_time:.1f} s"
-        )
+        if self._report is not None:
+            self._report(
+                f"{self._label}best makespan {int(self.objective_value)}, "
+                f"bound {int(self.best_objective_bound)}, {self.wall_time:.1f} s"
+            )
+        if self.objective_value <= self._target:
+            self.reached = True
+            self.stop_search()
 
 
 def solve_cpsat(
@@ -140,6 +150,7 @@ def solve_cpsat(
     use_hint: bool = True,
     strong: bool = False,
     on_start: Callable[[Callable[[], None]], None] | None = None,
+    target: int = 0,
 ) -> CpResult:
     """Improve ``hint`` with CP-SAT, or search from scratch without one.
 
@@ -175,6 +186,9 @@ def solve_cpsat(
         after 43 s; ta05 1228 instead of 1245.
     on_start
         Called with a function that stops this search (another thread's way to end it).
+    target
+        Stop at the first solution whose makespan is at most this (the gap limit against the
+        caller's lower bound, :func:`.budget.gap_target`); 0: never.
 
     Returns
     -------
@@ -214,8 +228,8 @@ def solve_cpsat(
         params.max_deterministic_time = max(det_limit, 1e-3)
     params.max_time_in_seconds = max(wall_limit, 1e-3)
     t0 = time.monotonic()
-    status, fired = run_search(solver, model, _Progress(progress, label) if progress else None,
-                               wall_limit, on_start)
+    callback = _OnSolution(progress, label, target) if progress or target else None
+    status, fired = run_search(solver, model, callback, wall_limit, on_start)
     wall = time.monotonic() - t0
     det = solver.response_proto.deterministic_time
     common = {
@@ -227,6 +241,8 @@ def solve_cpsat(
     if status == cp_model.INFEASIBLE:
         return CpResult(None, "infeasible", 0, 0, "infeasible", **common)
     reason = STOP_WALL_MODE if wall_mode else _stop_reason(fired, det, params.max_deterministic_time)
+    if callback is not None and callback.reached and status == cp_model.FEASIBLE:
+        reason = STOP_GAP
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return CpResult(None, "unknown", 0, int(solver.best_objective_bound), reason, **common)
     starts = [solver.value(s) for s in variables.start]

@@ -38,6 +38,7 @@ from staticsched.solver.addresses import colour_slots
 from staticsched.solver.budget import (
     STOP_CONVERGED,
     STOP_DETERMINISTIC,
+    STOP_GAP,
     STOP_WALL_MODE,
     STOP_WALL_NET,
     TARGET,
@@ -84,6 +85,7 @@ def improve_lns(
     progress: Callable[[str], None] | None = None,
     label: str = "",
     max_windows: int | None = None,
+    target: int = 0,
 ) -> LnsResult:
     """Improve the model-feasible timetable ``tt`` window by window within ``seconds``.
 
@@ -101,6 +103,9 @@ def improve_lns(
         Mode, workers and the wall-clock deadline.
     max_windows
         Stop after this many windows (tests, calibration).
+    target
+        Stop as soon as the model makespan is at most this (the gap limit,
+        :func:`.budget.gap_target`).
     progress
         Called after every tenth window with the model makespan so far.
     """
@@ -112,6 +117,8 @@ def improve_lns(
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=width) if width > 1 else None
 
     def out_of_budget() -> str | None:
+        if best.makespan <= target:
+            return STOP_GAP
         if clock.expired():
             return STOP_WALL_NET if clock.deterministic else STOP_WALL_MODE
         if clock.deterministic and spent >= seconds:

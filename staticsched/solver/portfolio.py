@@ -103,6 +103,8 @@ def solve_whole(
     seed: int,
     progress: Callable[[str], None] | None = None,
     label: str = "",
+    *,
+    target: int = 0,
 ) -> tuple[CpResult, float]:
     """CP-SAT on the whole model of ``prob`` for ``grant`` seconds: the chosen lane's result
     and the seconds charged (calibrated in deterministic mode, wall in wall-clock mode)."""
@@ -140,6 +142,7 @@ def solve_whole(
             use_hint=lane.hinted,
             strong=True,
             on_start=started,
+            target=target,
         )
         results[j] = res
         if j == 0 and res.status == "optimal":

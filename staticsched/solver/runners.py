@@ -29,6 +29,8 @@ class Run:
     seed: int
     workers: int
     time_mode: str
+    #: stop a problem's search once its incumbent is within this relative gap of its bound
+    gap: float = 0.0
 
 
 def run_sequential(
@@ -52,7 +54,7 @@ def run_sequential(
         remaining -= prob.n
         clock = Clock(run.time_mode, share, wall_left, run.workers)
         res = solve_problem(prob, run.method, clock, run.seed, labels[j], progress,
-                            starts[j] if starts else None)
+                            starts[j] if starts else None, gap=run.gap)
         results.append(res)
         left = max(0.0, left - (res.spent if clock.deterministic else res.search_seconds))
         wall_left = max(0.0, wall_left - res.search_seconds)
@@ -80,7 +82,8 @@ def run_parallel(
             grant = min(run.time_limit, run.time_limit * lanes * prob.n / total)
             wall = grant if run.time_mode == "wall" else safety_net(grant)
             clock = Clock(run.time_mode, grant, wall, cp_workers)
-            futures[pool.submit(solve_problem, prob, run.method, clock, run.seed, labels[j])] = j
+            futures[pool.submit(solve_problem, prob, run.method, clock, run.seed, labels[j],
+                                 gap=run.gap)] = j
         for fut in concurrent.futures.as_completed(futures):
             j = futures[fut]
             results[j] = fut.result()

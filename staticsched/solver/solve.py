@@ -56,6 +56,7 @@ def solve(
     progress: Callable[[str], None] | None = None,
     event_budgets: bool = True,
     link_policy: str = "auto",
+    gap: float = 0.0,
 ) -> Schedule:
     """Schedule a checked OpGraph on ``hw``.
 
@@ -95,6 +96,14 @@ def solve(
         How shared links that can bind are solved (:mod:`.linkplan`): ``"auto"`` splits them
         equally when that is provably as good and solves the coupled cores as one problem
         otherwise; ``"split"`` forces the equal static split (a baseline).
+    gap : float
+        Stop a problem's search as soon as its incumbent is proven within this relative gap
+        of its lower bound, ``(makespan - bound) / makespan <= gap`` (``stop_reason``
+        ``"gap_limit"``; the list schedule alone may already be). Deterministic: the gap is
+        checked against the bound before the search, at every CP-SAT solution, after each
+        LNS window and between phases. 0
+        (this function's default; the API's is :data:`~staticsched.options.DEFAULT_GAP`):
+        search until the budget or a proof.
 
     Returns
     -------
@@ -111,7 +120,7 @@ def solve(
     InputError
         For a bad ``method``, ``time_limit``, ``workers`` or ``time_mode``.
     """
-    _check_args(method, time_limit, seed, workers, time_mode)
+    _check_args(method, time_limit, seed, workers, time_mode, gap)
     if link_policy not in LINK_POLICIES:
         raise InputError(f"link_policy must be one of {', '.join(LINK_POLICIES)}, got {link_policy!r}")
     t0 = time.monotonic()
@@ -125,7 +134,7 @@ def solve(
                     transfers=transfers)
     if lp.note:
         say(f"links: {lp.note}")
-    run = Run(method, time_limit, seed, workers, time_mode)
+    run = Run(method, time_limit, seed, workers, time_mode, gap)
     starts: list[Timetable | None] = [None] * len(lp.pairs)
     best: tuple[list[tuple[Problem, ProblemMap]], list[SubResult]] | None = None
     cands: list = []
@@ -158,9 +167,10 @@ def solve(
     return _assemble(graph, hw, solved_pairs, results, run, time.monotonic() - t0, lp, bound)
 
 
-def _check_args(method: str, time_limit: float, seed: int, workers: int, time_mode: str) -> None:
+def _check_args(method: str, time_limit: float, seed: int, workers: int, time_mode: str,
+                gap: float) -> None:
     bad = option_problems(method=method, time_limit=time_limit, seed=seed, workers=workers,
-                          time_mode=time_mode)
+                          time_mode=time_mode, gap=gap)
     if bad:
         raise InputError(bad)
 

@@ -11,6 +11,7 @@ import attrs
 
 from staticsched.solver.bounds import lower_bound
 from staticsched.solver.budget import (
+    STOP_GAP,
     STOP_MODEL_OPTIMAL,
     STOP_OPTIMAL,
     STOP_WALL_MODE,
@@ -18,6 +19,7 @@ from staticsched.solver.budget import (
     Clock,
     Shape,
     det_rate,
+    gap_target,
 )
 from staticsched.solver.cpmodel import solve_cpsat
 from staticsched.solver.families.links import fix_rates
@@ -100,6 +102,8 @@ def solve_problem(
     label: str = "",
     progress: Callable[[str], None] | None = None,
     start: Timetable | None = None,
+    *,
+    gap: float = 0.0,
 ) -> SubResult:
     """List-schedule one problem, improve it by the phases of its plan, and normalise the best.
 
@@ -144,11 +148,15 @@ def solve_problem(
     best, offsets, best_ms = listed, found.offsets, list_ms
     status = "optimal" if list_ms <= bound.value else "heuristic"
     stop = STOP_OPTIMAL if status == "optimal" else "list"
+    # the search stops once an incumbent is proven within the gap of the bound
+    target = gap_target(bound.value, gap)
+    if method == "cpsat" and status != "optimal" and list_ms <= target:
+        stop = STOP_GAP
     cp_ms, cp_status, cp_bound, det_used = -1, "", -1, 0.0
     if progress is not None:
         progress(f"{label}list makespan {list_ms}, lower bound {bound.value}")
     spent = 0.0
-    if method == "cpsat" and status != "optimal":
+    if method == "cpsat" and status != "optimal" and stop != STOP_GAP:
         phases = plan(shape)
         left = clock.seconds
         start, stops, proven, objective = found, [], None, -1
@@ -158,7 +166,8 @@ def solve_problem(
             t_phase = time.monotonic()
             if phase.kind == "whole":
                 cp, used = solve_whole(
-                    prob, start, bound.value, clock, grant, phase.hinted, seed, progress, label
+                    prob, start, bound.value, clock, grant, phase.hinted, seed, progress, label,
+                    target=target,
                 )
                 det_used += cp.det_time
                 stops.append(cp.stop_reason)
@@ -170,7 +179,7 @@ def solve_problem(
             else:
                 lns = improve_lns(
                     prob, _left_justified(prob, start), seconds=grant, clock=clock, seed=seed,
-                    progress=progress, label=label,
+                    progress=progress, label=label, target=target,
                 )
                 used = lns.spent
                 stops.append(lns.stop_reason)
@@ -179,6 +188,9 @@ def solve_problem(
             spent += used
             left = max(0.0, left - used)
             if proven is not None or clock.expired():
+                break
+            if start.makespan <= target:
+                stops.append(STOP_GAP)
                 break
         broken = model_violations(prob, start.starts, start.offsets) if start is not found else []
         if broken:

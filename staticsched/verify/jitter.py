@@ -1,11 +1,17 @@
 """Jitter: replays with seeded random durations (0.5x-3x of nominal) must stay clean.
 
 In flags mode happens-before does not depend on timing, so races cannot appear
-here; what timing can break is a flag reused too early (a *double set*), and
-with numeric replay the data must come out bit-identical. A timed-mode program
-has no flags: its order *is* its timing, so a jittered replay is checked for
-races again with the jittered cycles (and normally fails: timed mode is only
-correct when every duration is exact).
+here; what timing can break is a flag reused too early (a *double set*) and
+progress (a deadlock). A timed-mode program has no flags: its order *is* its
+timing, so a jittered replay is checked for races and for the writes its reads see
+again with the jittered cycles (and normally fails: timed mode is only correct
+when every duration is exact).
+
+:func:`staticsched.verify.verify` replays the numbers once, on the nominal run: a program
+that passes these checks computes the same values under every timing
+(docs/verification.md, "Numbers under jitter"). ``start(data=...)`` still replays them
+under jitter and compares every tensor bit for bit with the nominal run; the tests use it to
+show that a racy program's numbers do change, which keeps that argument honest.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import os
@@ -11,7 +12,6 @@ import sys
 import textwrap
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 from common import GOLDEN, ROOT, preset
@@ -29,6 +29,7 @@ from staticsched.emit import (
 from staticsched.emit import files as files_module
 from staticsched.emit import gantt as gantt_module
 from staticsched.errors import InputError
+from staticsched.formats import jsonfmt
 from staticsched.model.opgraph import Op, OpGraph
 
 UPDATE = os.environ.get("STATICSCHED_UPDATE_GOLDEN") == "1"
@@ -204,19 +205,19 @@ def test_a_failing_write_leaves_nothing_and_keeps_old_files(tmp_path, double_buf
     out.mkdir()
     (out / "program.txt").write_text("old program")
     (out / "notes.md").write_text("mine")
-    real = Path.write_bytes
+    real = files_module._write_file
     calls = []
 
-    def flaky(self, data):
-        calls.append(self.name)
+    def flaky(path, chunks):
+        calls.append(path.name)
         if len(calls) == 4:
             raise OSError("disk full (injected)")
-        return real(self, data)
+        return real(path, chunks)
 
-    monkeypatch.setattr(Path, "write_bytes", flaky)
+    monkeypatch.setattr(files_module, "_write_file", flaky)
     with pytest.raises(InputError, match=r"out: cannot write the output files: disk full \(injected\)"):
         write_outputs(out, *double_buffer)
-    monkeypatch.setattr(Path, "write_bytes", real)
+    monkeypatch.setattr(files_module, "_write_file", real)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert sorted(p.name for p in out.iterdir()) == ["notes.md", "program.txt"]
     assert (out / "program.txt").read_text() == "old program"
@@ -229,8 +230,9 @@ def test_a_failing_write_leaves_nothing_and_keeps_old_files(tmp_path, double_buf
 
 @pytest.mark.parametrize("when", ["render", "write"])
 def test_a_killed_run_leaves_no_outputs(tmp_path, when):
-    # the child is SIGKILLed from inside write_outputs: while rendering (nothing on disk yet) or
-    # half way through writing the temporary directory
+    # the child is SIGKILLed from inside write_outputs: while rendering a file (files are
+    # streamed, so that is while writing it) or half way through writing the temporary
+    # directory
     script = textwrap.dedent(
         f"""
         import os, signal, sys
@@ -238,20 +240,20 @@ def test_a_killed_run_leaves_no_outputs(tmp_path, when):
         sys.path.insert(0, {str(ROOT / "tests")!r})
         from schedcases import double_buffer_schedule
         from staticsched.emit import finalize, write_outputs
-        from staticsched.emit import gantt
+        from staticsched.emit import files, gantt
         outputs = finalize(double_buffer_schedule())
         def die(*a, **k):
             os.kill(os.getpid(), signal.SIGKILL)
         if {when!r} == "render":
             gantt.render_gantt = die
         else:
-            real, calls = Path.write_bytes, []
-            def half(self, data):
+            real, calls = files._write_file, []
+            def half(path, chunks):
                 calls.append(1)
                 if len(calls) == 3:
                     die()
-                return real(self, data)
-            Path.write_bytes = half
+                return real(path, chunks)
+            files._write_file = half
         write_outputs({str(tmp_path / "out")!r}, *outputs)
         """
     )
@@ -259,12 +261,9 @@ def test_a_killed_run_leaves_no_outputs(tmp_path, when):
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr.decode()
     assert not (tmp_path / "out").exists()
+    # a kill cannot clean up: what is left is one hidden partial directory, never outputs
     left = [p for p in tmp_path.iterdir()]
-    if when == "render":
-        assert left == []
-    else:
-        # a kill cannot clean up: what is left is one hidden partial directory, never outputs
-        assert len(left) == 1 and left[0].name.startswith(".out.partial-")
+    assert len(left) == 1 and left[0].name.startswith(".out.partial-")
 
 
 def test_extra_files_are_written_with_the_rest(tmp_path, double_buffer):
@@ -351,3 +350,18 @@ def test_render_outputs_is_what_gets_written(tmp_path, double_buffer):
     rendered = files_module.render_outputs(*double_buffer)
     write_outputs(tmp_path / "out", *double_buffer)
     assert {n: (tmp_path / "out" / n).read_bytes() for n in OUTPUT_FILES} == rendered
+
+
+def test_streamed_files_are_the_one_piece_renderings_whatever_the_chunk_size(
+        tmp_path, double_buffer, monkeypatch):
+    whole = files_module.render_outputs(*double_buffer)
+    monkeypatch.setattr(jsonfmt, "BATCH", 2)  # many chunks per stream, per list, per table
+    assert files_module.render_outputs(*double_buffer) == whole
+    gz = [n + ".gz" if n.endswith(".json") else n for n in OUTPUT_FILES]
+    write_outputs(tmp_path / "out", *double_buffer, outputs=gz)
+    for name in gz:
+        data = (tmp_path / "out" / name).read_bytes()
+        if name.endswith(".gz"):
+            assert data == gzip.compress(whole[name[:-3]], compresslevel=6, mtime=0)
+            data = gzip.decompress(data)
+        assert data == whole[name.removesuffix(".gz")], name

@@ -12,8 +12,11 @@ from mutations import corrupt_load_region
 from benchmarks.samples import matmul_program, pingpong_program
 from staticsched.frontend.reference import make_inputs, reference
 from staticsched.frontend.taskgraph import taskgraph_from_dict
+from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.program import Instr, Stream
-from staticsched.verify import retime, verify
+from staticsched.verify import jitter, numeric, retime, verify
+from staticsched.verify.index import ProgramIndex
+from staticsched.verify.replay import simulate
 
 HW = "seed-davinci"
 
@@ -101,9 +104,9 @@ def test_semantics_failure_is_a_finding_not_a_crash():
     assert "failed in numeric replay: ValueError" in f.message
 
 
-def test_jitter_changes_the_data_of_a_racy_program():
-    # drop MTE1's "data ready" waits and hide the race behind a slow first op on MTE1:
-    # nominally the moves still read loaded tiles, but a slower load or a faster MTE1 breaks it
+def _racy_matmul():
+    """Drop MTE1's "data ready" waits and hide the race behind a slow first op on MTE1:
+    nominally the moves still read loaded tiles, but a slower load or a faster MTE1 breaks it."""
     p = matmul_program(m=32, n=32, k=32)
     streams = []
     for st in p.streams:
@@ -113,10 +116,37 @@ def test_jitter_changes_the_data_of_a_racy_program():
         if st.unit == "MTE1":
             instrs = [Instr("op", 0, id="busy", duration=100), *instrs]  # loads take 82
         streams.append(Stream(st.core, st.unit, instrs))
-    racy = retime(attrs.evolve(p, streams=streams), "seed-davinci")
+    return retime(attrs.evolve(p, streams=streams), "seed-davinci")
+
+
+def test_jitter_changes_the_data_of_a_racy_program():
+    # what keeps "numbers once, on the nominal replay" honest (docs/verification.md, "Numbers
+    # under jitter"): a program with a race does compute other numbers under other timings,
+    # and the race check, which covers every timing, is what reports it
+    racy = _racy_matmul()
     nominal = verify(racy, HW, numeric=True)
     assert nominal.stat["numeric"] == "ok"
     assert ("race", "RAW") in nominal.kinds()
-    jittered = verify(racy, HW, numeric=True, jitter=10, seed=0)
-    mism = [f for f in jittered.findings if f.check == "jitter" and f.kind == "mismatch"]
+    ix = ProgramIndex(racy, load_hardware(HW))
+    rep = simulate(ix)
+    tg = taskgraph_from_dict(json.loads(racy.source))
+    inputs = make_inputs(tg, seed=0)
+    gm, errors = numeric.run(ix, rep, inputs)
+    assert not errors
+    pending = jitter.start(ix, 10, 0, data=(inputs, gm), nominal=rep)
+    try:
+        found = jitter.collect(pending, ix, rep, frozenset())
+    finally:
+        pending.close()
+    mism = [f for f in found if f.kind == "mismatch"]
     assert mism and "tensor 'C'" in mism[0].message
+
+
+def test_verify_replays_the_numbers_once_and_the_race_check_covers_every_timing():
+    racy = _racy_matmul()
+    jittered = verify(racy, HW, numeric=True, jitter=10, seed=0)
+    assert ("race", "RAW") in jittered.kinds()
+    assert not [f for f in jittered.findings if f.kind == "mismatch"]
+    assert jittered.stat["numeric"] == "ok"
+    clean = verify(matmul_program(m=32, n=32, k=32), HW, numeric=True, jitter=3)
+    assert clean.ok and clean.stat["numeric"] == "ok"
