@@ -105,11 +105,14 @@ class MatmulPlan:
         path = hw.path(src, dst)
         rate = min([path.bytes_per_cycle, *(lk.bytes_per_cycle / hw.cores for lk in hw.links_of(src, dst))])
         k_pad = sum(round_up(k1 - k0, fk) for k0, k1 in self.k_spans)
-        nm, nn = len(self.m_spans), len(self.n_spans)
+        # the spans once: they are properties, and cost() runs per group (tuning asks for
+        # thousands of tilings' work)
+        m_spans, n_spans = self.m_spans, self.n_spans
+        nm, nn = len(m_spans), len(n_spans)
 
         def cost(rows: Sequence[int], cols: Sequence[int]) -> int:
-            ms = [self.m_spans[i] for i in rows]
-            ns = [self.n_spans[j] for j in cols]
+            ms = [m_spans[i] for i in rows]
+            ns = [n_spans[j] for j in cols]
             area = sum(round_up(m1 - m0, fm) * round_up(n1 - n0, fn) for m0, m1 in ms for n0, n1 in ns)
             macs = area * k_pad
             cycles = -(-macs // dict(cube.macs_per_cycle).get("float16", 1))
