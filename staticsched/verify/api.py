@@ -288,9 +288,9 @@ def _numeric(
     tolerance: float,
     found: dict[str, list[Finding]],
     stats: dict[str, Any],
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
-    """Numeric replay of the nominal run against the source TaskGraph's reference; returns
-    ``(inputs, gm)`` of that run, or None when it could not run."""
+) -> None:
+    """Numeric replay of the nominal run against the source TaskGraph's reference: its
+    findings into ``found``, its verdict into ``stats``."""
     if not ix.program.source:
         stats["numeric"] = "not applicable (program has no source TaskGraph)"
         found["input"].append(
@@ -301,20 +301,20 @@ def _numeric(
                 "(programs scheduled from an OpGraph have none)",
             )
         )
-        return None
+        return
     if ix.problems:
         stats["numeric"] = "not run (input findings)"
-        return None
+        return
     blockers = numreplay.replayable(ix)
     if blockers:
         stats["numeric"] = "not run (untyped items)"
         found["numeric"].extend(blockers)
-        return None
+        return
     prepared = _reference(ix.program.source, seed)
     if isinstance(prepared, Finding):
         stats["numeric"] = "not run (bad source)"
         found["input"].append(prepared)
-        return None
+        return
     inputs, ref = prepared
     gm, errors = numreplay.run(ix, rep, inputs)
     found["numeric"].extend(errors)
@@ -340,7 +340,6 @@ def _numeric(
     stats["numeric"] = "ok" if not found["numeric"] else "mismatch"
     stats["numeric_max_error"] = float(f"{worst:.6g}") if math.isfinite(worst) else "inf"
     stats["numeric_tolerance"] = tolerance
-    return inputs, gm
 
 
 def _reference(source: str, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | Finding:
