@@ -20,7 +20,10 @@ from hypothesis import strategies as st
 from oracles import hb_graph, semi_active_starts
 from schedcases import double_buffer_schedule, list_schedule, make_schedule, tiny_hw
 
+import staticsched.emit.sync as sync_mod
 from staticsched.emit import finalize, plan_sync, plan_timed
+from staticsched.emit.sync.groups import plan_by_groups
+from staticsched.emit.sync.layout import Layout, dependencies
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.deps import address_edges
 from staticsched.model.hardware import Hardware, SyncModel
@@ -543,6 +546,49 @@ def test_large_budgets_never_fail_and_small_ones_use_credits():
         credits += small[2].stats.credits
         batons += bool(small[2].stats.fallback)
     assert credits > 0 and batons > 0
+
+
+def _copies(graph: OpGraph, copies: int, other: OpGraph | None) -> OpGraph:
+    """``graph`` repeated on ``copies`` disjoint core sets (names suffixed, cores shifted by 2
+    per copy), then ``other`` on the next cores: several groups of cores, some of one shape."""
+    parts = [(graph, k) for k in range(copies)] + ([(other, copies)] if other is not None else [])
+    items, ops = [], []
+    for g, k in parts:
+        def rn(name: str, k: int = k) -> str:
+            return f"{name}_{k}"
+        items += [attrs.evolve(it, name=rn(it.name)) for it in g.items]
+        ops += [attrs.evolve(op, id=rn(op.id), core=op.core + 2 * k, deps=[rn(d) for d in op.deps],
+                             reads=[rn(r) for r in op.reads], writes=[rn(w) for w in op.writes])
+                for op in g.ops]
+    return OpGraph(items, ops)
+
+
+def test_planning_once_per_group_of_cores_is_the_whole_plan(record_stat, monkeypatch):
+    # plan_sync plans each group of cores that no cross-core dependency connects once per
+    # shape (emit/sync/groups.py); its plan must be exactly the whole-schedule planner's
+    counts: Counter = Counter()
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(random_graphs(), st.integers(1, 3), st.one_of(st.none(), random_graphs()),
+           st.integers(1, 4), st.integers(1, 3))
+    def prop(gu, copies, other, ids, cross_ids):
+        graph = _copies(gu[0], copies, other[0] if other is not None else None)
+        hw = tiny_hw(units=("A", "B", "C"), event_ids=ids, cross_ids=cross_ids,
+                     cores=max(op.core for op in graph.ops) + 1)
+        schedule = list_schedule(graph, hw)
+        grouped = sync_mod.plan_sync(schedule)
+        with monkeypatch.context() as m:
+            m.setattr(sync_mod, "plan_by_groups", lambda *a, **k: None)
+            whole = sync_mod.plan_sync(schedule)
+        assert grouped == whole
+        lay = Layout.of(schedule)
+        counts["plans"] += 1
+        counts["by groups"] += plan_by_groups(hw.sync, lay, dependencies(schedule, lay)) is not None
+
+    prop()
+    record_stat(f"sync plans by groups of cores: {counts['plans']} plans, {counts['by groups']} "
+                "planned once per group shape")
+    assert counts["by groups"] > 0, counts
 
 
 # --------------------------------------------------------------------------- errors and modes

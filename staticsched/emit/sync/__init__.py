@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from staticsched.emit.sync.baton import plan_baton
 from staticsched.emit.sync.eliminate import eliminate
+from staticsched.emit.sync.groups import plan_by_groups
 from staticsched.emit.sync.ids import IdAssigner
 from staticsched.emit.sync.layout import Layout, dependencies
 from staticsched.emit.sync.plan import Flag, PlanStream, SyncPlan, SyncStats, ids_used
@@ -62,15 +63,22 @@ def plan_sync(schedule: Schedule, progress: Progress | None = None) -> SyncPlan:
     """
     lay = Layout.of(schedule)
     deps = dependencies(schedule, lay)
-    kept = eliminate(lay, deps)
-    assigner = IdAssigner(schedule.hw.sync, lay, kept)
-    try:
-        with (progress or silent()).counter("placing flags", len(lay.ids)) as count:
-            drafts = assigner.run(count.update)
-    except EventBudgetError as exc:
-        plan = plan_baton(lay, deps, kept, exc.problems[0])
-        _check_budgets(schedule, plan)
-        return plan
+    with (progress or silent()).counter("placing flags", len(lay.ids)) as count:
+        grouped = plan_by_groups(schedule.hw.sync, lay, deps, count.update)
+        if grouped is not None:
+            drafts, slots = grouped
+            nkept = len(drafts)
+        else:
+            kept = eliminate(lay, deps)
+            nkept = len(kept)
+            assigner = IdAssigner(schedule.hw.sync, lay, kept)
+            try:
+                drafts = assigner.run(count.update)
+            except EventBudgetError as exc:
+                plan = plan_baton(lay, deps, kept, exc.problems[0])
+                _check_budgets(schedule, plan)
+                return plan
+            slots = [s for _, _, s in assigner.streams()]
     flags = tuple(
         Flag(
             index=f,
@@ -93,13 +101,13 @@ def plan_sync(schedule: Schedule, progress: Progress | None = None) -> SyncPlan:
     stats = SyncStats(
         dependencies=len(deps),
         flags_naive=len(deps),
-        flags_kept=len(kept),
-        flags_eliminated=len(deps) - len(kept),
+        flags_kept=nkept,
+        flags_eliminated=len(deps) - nkept,
         credits=credits,
         cross_core=sum(1 for f in flags if f.kind == "cross"),
         ids_used=ids_used(lay.pipes, flags),
     )
-    streams = [PlanStream(core, unit, slots) for core, unit, slots in assigner.streams()]
+    streams = [PlanStream(core, unit, s) for (core, unit), s in zip(lay.pipes, slots, strict=True)]
     return SyncPlan("flags", streams, flags, [e for _, _, e in deps], stats)
 
 
