@@ -198,7 +198,7 @@ def _views(ix: ProgramIndex, findings: list[Finding]) -> dict[str, np.ndarray] |
     hw = ix.hw
     spans: dict[tuple[int, str], int] = {}
     for it in ix.items.values():
-        if ix.bounded(it):
+        if ix.is_bounded(it.name):
             key = (it.core, it.space)
             need = math.prod(it.shape) * np.dtype(it.dtype).itemsize if it.dtype and it.shape else 0
             spans[key] = max(spans.get(key, hw.space(it.space).capacity), it.offset + max(it.bytes, need))
@@ -208,7 +208,7 @@ def _views(ix: ProgramIndex, findings: list[Finding]) -> dict[str, np.ndarray] |
         if not it.dtype or not it.shape:
             continue
         nbytes = math.prod(it.shape) * np.dtype(it.dtype).itemsize
-        if ix.bounded(it):
+        if ix.is_bounded(it.name):
             if it.offset < 0 or it.offset % np.dtype(it.dtype).itemsize:
                 findings.append(
                     _finding(
