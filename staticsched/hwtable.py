@@ -16,9 +16,14 @@ def hardware_table(hw: Hardware) -> list[str]:
     out = [
         f"hardware  {hw.name}" + (f" — {hw.description}" if hw.description else ""),
         f"cores     {hw.cores}    clock {hw.clock_ghz:g} GHz    source {hw.source}",
-        "",
-        "pipes",
     ]
+    if hw.split:
+        out += ["", f"core types ({hw.clusters} clusters of {hw.cluster_size} cores; cluster c is "
+                    f"cores {hw.cluster_size}c..{hw.cluster_size}c+{hw.cluster_size - 1} in this order)"]
+        for t in hw.core_types:
+            out.append(f"  {t.name:<6} x{t.per_cluster} per cluster  pipes {', '.join(t.units)}  "
+                       f"spaces {', '.join(t.spaces) or '-'}")
+    out += ["", "pipes"]
     width = max(len(u.name) for u in hw.units)
     for u in hw.units:
         out.append(f"  {u.name:<{width}}  {u.description}")
@@ -39,6 +44,13 @@ def hardware_table(hw: Hardware) -> list[str]:
         f"  cross-core latency                  {sy.cross_core_latency} cycles",
         f"  cross-core counter capacity         {sy.cross_core_capacity} sets per id",
     ]
+    if hw.split:
+        out += [
+            f"  cross-core ids per core             {sy.cross_core_ids_per_core}",
+            f"  cross-core flag modes               {', '.join(map(str, sy.cross_core_modes)) or '-'}",
+            f"  a cross-core wait stalls            "
+            f"{'every pipe of its core' if sy.cross_core_wait_stalls_core else 'its own pipe'}",
+        ]
     if hw.paths:
         out += ["", "transfer paths (cycles = overhead + ceil(bytes / bytes_per_cycle))"]
         out.append(f"  {'unit':<8} {'src':>5} -> {'dst':<5} {'B/cycle':>9} {'overhead':>9}")

@@ -13,4 +13,6 @@ def hw_for(stem: str) -> str:
     """The preset an example is written for: ``*_hbm`` examples follow the seed's 1 TB/s."""
     if stem == "double_buffer":
         return "double-buffer-demo"
+    if stem.startswith("split_"):
+        return "ascend-a2"  # micro-ops placed on the split chip's AIC and AIV cores
     return "seed-davinci-hbm" if stem.endswith("_hbm") else "seed-davinci"

@@ -49,6 +49,8 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
         lines.append("utilisation  : busy cycles per pipe over the makespan")
         for c in cores:
             for u in units:
+                if not hw.core_has_unit(c, u):
+                    continue  # a split chip's core lists only the pipes its type has
                 b = busy.get((c, u), 0)
                 lines.append(
                     f"  c{c}.{u:<{width}} : {b:>10} cycles {hw.cycles_to_us(b):>10.3f} us ({pct(b):5.1f}%)"
@@ -57,7 +59,9 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
         lines.append(f"utilisation  : busy % per pipe over the makespan, across {len(cores)} cores")
         lines.append(f"  {'pipe':<{width}}      min     mean      max")
         for u in units:
-            vals = [pct(busy.get((c, u), 0)) for c in cores]
+            vals = [pct(busy.get((c, u), 0)) for c in cores if hw.core_has_unit(c, u)]
+            if not vals:
+                continue
             lines.append(f"  {u:<{width}} {min(vals):7.1f}% {sum(vals) / len(vals):7.1f}% {max(vals):7.1f}%")
     s = plan.stats
     lines.append(

@@ -46,6 +46,17 @@ def plan_tasks(tg: TaskGraph, hw: Hardware) -> tuple[Plan, ...]:
     TilingError
         For every task whose tiling does not fit, all at once.
     """
+    if hw.split:
+        # the split-core lowering (AIC blocks, AIV epilogues through a GM workspace ring) is
+        # issue 24's next step; an OpGraph written for the split chip schedules today
+        types = ", ".join(f"{t.name} x{t.per_cluster}" for t in hw.core_types)
+        tasks = ", ".join(f"'{t.id}'" for t in tg.ordered_tasks[:3])
+        raise GraphError(
+            f"hardware '{hw.name}' has separate core types ({types} per cluster): lowering task "
+            f"graphs onto split cores is not implemented yet, so tasks {tasks or '(none)'} need a "
+            "coupled-core preset such as seed-davinci (an OpGraph of micro-ops placed on the "
+            "split chip's cores schedules)"
+        )
     missing = [line for task in tg.ordered_tasks for line in kind_of(task).needs(task, hw)]
     if missing:
         raise GraphError(missing)

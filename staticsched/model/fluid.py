@@ -142,13 +142,20 @@ def fair_rates(capacity: Sequence[int], demands: Sequence[tuple[int, tuple[int, 
     Every transfer not yet fixed rises at the same pace until it reaches its cap or one of its
     links is full; those are fixed, and the rest go on. Exact (integers and fractions).
     """
-    n = len(demands)
     load = [0] * len(capacity)
     for cap, links in demands:
         for k in links:
             load[k] += cap
     if all(load[k] <= capacity[k] for k in range(len(capacity))):
         return [cap for cap, _ in demands]
+    if all(len(links) == 1 for _, links in demands):
+        return _separate_links(capacity, demands)
+    return _progressive(capacity, demands)
+
+
+def _progressive(capacity: Sequence[int], demands: Sequence[tuple[int, tuple[int, ...]]]) -> list[Time]:
+    """Progressive filling over any links (see :func:`fair_rates`)."""
+    n = len(demands)
     rate: list[Time] = [0] * n
     left: list[Time] = list(capacity)
     todo = set(range(n))
@@ -178,6 +185,32 @@ def fair_rates(capacity: Sequence[int], demands: Sequence[tuple[int, tuple[int, 
             todo.discard(i)
             for k in demands[i][1]:
                 left[k] -= level
+    return rate
+
+
+def _separate_links(capacity: Sequence[int], demands: Sequence[tuple[int, tuple[int, ...]]]) -> list[Time]:
+    """:func:`fair_rates` when every transfer uses one link (the common case): each link fills
+    on its own, smallest caps first -- a cap below the fair share of what is left is met, and
+    the rest share what remains equally. The same rates as progressive filling, in one sort."""
+    by_link: dict[int, list[int]] = {}
+    for i, (_, links) in enumerate(demands):
+        by_link.setdefault(links[0], []).append(i)
+    rate: list[Time] = [0] * len(demands)
+    for k, members in by_link.items():
+        members.sort(key=lambda i: demands[i][0])
+        left: Time = capacity[k]
+        count = len(members)
+        for j, i in enumerate(members):
+            cap = demands[i][0]
+            share = _div(left, count)
+            if cap <= share:
+                rate[i] = cap
+                left -= cap
+                count -= 1
+                continue
+            for rest in members[j:]:
+                rate[rest] = share
+            break
     return rate
 
 

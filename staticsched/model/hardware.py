@@ -64,6 +64,14 @@ class SyncModel:
     cross_core_event_ids: int = 16
     cross_core_latency: int = 0
     cross_core_capacity: int = 15
+    #: split-core chips (A2/A3): usable cross-core flag ids *per core* (16 less those reserved
+    #: by convention); 0 = the per-core-pair pools of ``cross_core_event_ids``
+    cross_core_ids_per_core: int = 0
+    #: the CrossCoreSetFlag modes the chip has: 0 (all AICs or all AIVs), 1 (the two AIVs of a
+    #: cluster), 2 (AIC <-> both AIVs of its cluster: broadcast set, AND wait)
+    cross_core_modes: tuple[int, ...] = attrs.field(converter=tuple, default=())
+    #: a cross-core wait stalls every pipe of the waiting core (A2/A3), not just one
+    cross_core_wait_stalls_core: bool = False
 
     def latency(self, src: tuple[int, str], dst: tuple[int, str]) -> int:
         """Cycles from an op on pipe ``src`` = ``(core, unit)`` ending to a dependent op on pipe
@@ -74,6 +82,19 @@ class SyncModel:
         if src[0] != dst[0]:
             return self.cross_core_latency
         return self.flag_latency if src[1] != dst[1] else 0
+
+
+@attrs.frozen
+class CoreType:
+    """A kind of core on a chip whose Cube and Vector sit on separate cores (Ascend A2/A3's
+    AIC and AIV): the pipes and on-chip spaces each core of the type owns, and how many cores
+    of it one cluster holds. Global spaces (unbounded) are reached from every core type."""
+
+    name: str
+    units: tuple[str, ...] = attrs.field(converter=tuple)
+    spaces: tuple[str, ...] = attrs.field(converter=tuple)
+    per_cluster: int = 1
+    description: str = ""
 
 
 @attrs.frozen
@@ -189,6 +210,52 @@ class Hardware:
     roles: tuple[tuple[str, str], ...] = attrs.field(
         converter=lambda d: tuple(sorted(dict(d).items())), default=()
     )
+    #: separate core types (empty: every core owns every unit and space, the coupled core);
+    #: cores are numbered cluster by cluster, each cluster's cores in this order
+    core_types: tuple[CoreType, ...] = attrs.field(converter=tuple, default=())
+    clusters: int = 0
+
+    @property
+    def split(self) -> bool:
+        """True when the chip has separate core types (AIC and AIV)."""
+        return bool(self.core_types)
+
+    @property
+    def cluster_size(self) -> int:
+        """Cores per cluster (1 on a coupled chip, where every core is its own cluster)."""
+        return sum(t.per_cluster for t in self.core_types) or 1
+
+    def core_type(self, core: int) -> CoreType | None:
+        """The type of core ``core`` (None on a coupled chip)."""
+        k = core % self.cluster_size
+        for t in self.core_types:
+            if k < t.per_cluster:
+                return t
+            k -= t.per_cluster
+        return None
+
+    def cluster_of(self, core: int) -> int:
+        """The cluster core ``core`` belongs to."""
+        return core // self.cluster_size
+
+    def cores_of_type(self, name: str) -> tuple[int, ...]:
+        """The cores of type ``name``, in core order (every core on a coupled chip)."""
+        if not self.core_types:
+            return tuple(range(self.cores))
+        return tuple(c for c in range(self.cores) if getattr(self.core_type(c), "name", None) == name)
+
+    def core_has_unit(self, core: int, unit: str) -> bool:
+        """Whether core ``core`` owns pipe ``unit`` (always, on a coupled chip)."""
+        t = self.core_type(core)
+        return t is None or unit in t.units
+
+    def core_has_space(self, core: int, space: str) -> bool:
+        """Whether core ``core`` can hold data in ``space``: global spaces everywhere, on-chip
+        spaces on the core types that own them (always, on a coupled chip)."""
+        t = self.core_type(core)
+        if t is None or not self.has_space(space) or not self.space(space).bounded:
+            return True
+        return space in t.spaces
 
     def role_space(self, role: str) -> str | None:
         """The space playing ``role`` (a key of :data:`ROLES`): the ``[roles]`` entry, else the

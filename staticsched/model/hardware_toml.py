@@ -29,6 +29,7 @@ from staticsched.model.hardware import (
     DTYPE_BYTES,
     RATE_DENOM,
     ROLES,
+    CoreType,
     CubeModel,
     Hardware,
     Link,
@@ -53,7 +54,12 @@ _TOP_KEYS = {
     "cube",
     "vector",
     "roles",
+    "clusters",
+    "core_types",
 }
+
+#: the CrossCoreSetFlag modes of A2/A3 (graphs-and-split-cores.md §1.2)
+_MODES = (0, 1, 2)
 
 
 def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardware:
@@ -71,7 +77,11 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     name = get_str(data, "name", where, pr)
     if name:
         check_name(name, "hardware", where, pr)
-    cores = get_int(data, "cores", where, pr, minimum=1, maximum=4096)
+    split = "core_types" in data or "clusters" in data
+    if split:  # the clusters give the core count
+        cores = get_int(data, "cores", where, pr, default=0, minimum=0, maximum=4096)
+    else:
+        cores = get_int(data, "cores", where, pr, minimum=1, maximum=4096)
     clock = get_number(data, "clock_ghz", where, pr, default=1.0, positive=True)
     description = get_str(data, "description", where, pr, default="")
 
@@ -114,7 +124,12 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     sync_d = get_mapping(data, "sync", where, pr)
     w = f"{where}: sync"
     check_keys(sync_d, {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency",
-                        "cross_core_capacity"}, w, pr)
+                        "cross_core_capacity", "cross_core_ids_per_core", "cross_core_modes",
+                        "cross_core_wait_stalls_core"}, w, pr)
+    modes = get_list(sync_d, "cross_core_modes", w, pr, default=[])
+    if any(isinstance(m, bool) or m not in _MODES for m in modes) or len(set(modes)) != len(modes):
+        pr.add(f"{w}: 'cross_core_modes' = {modes!r} must list distinct modes of {list(_MODES)}")
+        modes = []
     flag_latency = get_int(sync_d, "flag_latency", w, pr, default=0, minimum=0)
     sync = SyncModel(
         event_ids=get_int(sync_d, "event_ids", w, pr, default=8, minimum=0, maximum=64),
@@ -125,6 +140,10 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         cross_core_latency=get_int(sync_d, "cross_core_latency", w, pr, default=flag_latency, minimum=0),
         cross_core_capacity=get_int(sync_d, "cross_core_capacity", w, pr, default=15, minimum=1,
                                     maximum=1 << 16),
+        cross_core_ids_per_core=get_int(sync_d, "cross_core_ids_per_core", w, pr, default=0, minimum=0,
+                                        maximum=1024),
+        cross_core_modes=tuple(sorted(modes)),
+        cross_core_wait_stalls_core=get_bool(sync_d, "cross_core_wait_stalls_core", w, pr, default=False),
     )
 
     if sync.cross_core_latency < sync.flag_latency:
@@ -199,6 +218,22 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         )
 
     roles = _read_roles(data, where, spaces, pr)
+    clusters, core_types = 0, []
+    if split:
+        clusters = get_int(data, "clusters", where, pr, minimum=0, maximum=4096)
+        core_types = _read_core_types(data, where, units, spaces, pr)
+        size = sum(t.per_cluster for t in core_types)
+        if "clusters" in data and clusters == 0:
+            pr.add(f"{where}: clusters = 0: a chip with core types needs at least one cluster")
+        if cores and size and clusters and cores != clusters * size:
+            pr.add(f"{where}: cores = {cores} disagrees with clusters = {clusters} of {size} cores "
+                   "each (leave 'cores' out: it follows from the clusters)")
+        cores = clusters * size
+        _check_split_paths(where, core_types, spaces, paths, cube, vector, sync, pr)
+    elif sync.cross_core_modes or sync.cross_core_ids_per_core or sync.cross_core_wait_stalls_core:
+        pr.add(f"{where}: sync: 'cross_core_modes', 'cross_core_ids_per_core' and "
+               "'cross_core_wait_stalls_core' describe split-core chips: declare [core_types] "
+               "and 'clusters' first")
 
     pr.raise_if_any(HardwareError)
     return Hardware(
@@ -215,7 +250,87 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         description=description,
         source=where,
         roles=roles,
+        core_types=core_types,
+        clusters=clusters,
     )
+
+
+def _read_core_types(
+    data: dict[str, Any], where: str, units: list[Unit], spaces: list[Space], pr: Problems
+) -> list[CoreType]:
+    """``[core_types.NAME]``: each its pipes, on-chip spaces and count per cluster; every pipe
+    and on-chip space of the chip on some core type."""
+    unit_set = {u.name for u in units}
+    by_name = {s.name: s for s in spaces}
+    out = []
+    for tname, body in get_mapping(data, "core_types", where, pr, required=True).items():
+        w = f"{where}: core_types.{tname}"
+        check_name(tname, "core type", where, pr)
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be a table")
+            continue
+        check_keys(body, {"units", "spaces", "per_cluster", "description"}, w, pr)
+        tunits = get_str_list(body, "units", w, pr)
+        if not tunits:
+            pr.add(f"{w}: 'units' must name at least one pipe")
+        for u in tunits:
+            if unit_set and u not in unit_set:
+                pr.add(f"{w}: unknown unit '{u}' (units: {', '.join(sorted(unit_set))})")
+        tspaces = get_str_list(body, "spaces", w, pr)
+        for sp in tspaces:
+            if sp not in by_name:
+                pr.add(f"{w}: unknown space '{sp}' (spaces: {', '.join(by_name)})")
+            elif not by_name[sp].bounded:
+                pr.add(f"{w}: space '{sp}' is global (unbounded): every core type reaches it, so "
+                       "list only on-chip spaces")
+        per = get_int(body, "per_cluster", w, pr, minimum=1, maximum=64)
+        out.append(CoreType(tname, tunits, tspaces, per, get_str(body, "description", w, pr, default="")))
+    if "core_types" in data and not out:
+        pr.add(f"{where}: 'core_types' declares no core type")
+    if out:
+        for u in sorted(unit_set - {u for t in out for u in t.units}):
+            pr.add(f"{where}: unit '{u}' is on no core type")
+        owned = {sp for t in out for sp in t.spaces}
+        for sp in spaces:
+            if sp.bounded and sp.name not in owned:
+                pr.add(f"{where}: on-chip space '{sp.name}' is on no core type")
+    return out
+
+
+def _check_split_paths(
+    where: str,
+    core_types: list[CoreType],
+    spaces: list[Space],
+    paths: list[TransferPath],
+    cube: CubeModel | None,
+    vector: VectorModel | None,
+    sync: SyncModel,
+    pr: Problems,
+) -> None:
+    """A path's unit and its on-chip ends on one core type (the chip has no path between core
+    types: AIC data reaches an AIV only through global memory); the Cube's and Vector's units
+    on some core type; mode 2 needs clusters of two core types."""
+    if not core_types:
+        return
+    bounded = {s.name for s in spaces if s.bounded}
+
+    def owners(what: str, kind: str) -> str:
+        names = [t.name for t in core_types if what in (t.units if kind == "unit" else t.spaces)]
+        return f"{kind} {what} on {'/'.join(names) or 'no core type'}"
+
+    for i, p in enumerate(paths):
+        ends = [e for e in (p.src, p.dst) if e in bounded]
+        if any(p.unit in t.units and all(e in t.spaces for e in ends) for t in core_types):
+            continue
+        parts = [owners(p.unit, "unit"), *(owners(e, "space") for e in ends)]
+        pr.add(f"{where}: paths[{i}] {p.unit} {p.src}->{p.dst}: no core type has the unit and its "
+               f"on-chip spaces ({'; '.join(parts)}): the chip has no path between core types")
+    for section, model in (("cube", cube), ("vector", vector)):
+        if model is not None and model.unit and not any(model.unit in t.units for t in core_types):
+            pr.add(f"{where}: {section}: unit '{model.unit}' is on no core type")
+    if 2 in sync.cross_core_modes and len(core_types) < 2:
+        pr.add(f"{where}: sync: cross_core_modes has 2 (one core type to the other in a cluster) "
+               "but the chip declares one core type")
 
 
 def _read_roles(data: dict[str, Any], where: str, spaces: list[Space], pr: Problems) -> dict[str, str]:

@@ -218,6 +218,11 @@ class OpGraph:
                 pr.add(f"op '{op.id}': duration must be > 0, got {op.duration}")
             if not 0 <= op.core < hw.cores:
                 pr.add(f"op '{op.id}': core {op.core} out of range 0..{hw.cores - 1}")
+            elif op.unit in units and not hw.core_has_unit(op.core, op.unit):
+                t = hw.core_type(op.core)
+                assert t is not None
+                pr.add(f"op '{op.id}': core {op.core} is an {t.name}, which has no unit '{op.unit}' "
+                       f"({t.name}: {', '.join(t.units)})")
             for d in op.deps:
                 if d not in self.op_index:
                     pr.add(f"op '{op.id}': dependency on unknown op '{d}'")
@@ -263,6 +268,11 @@ class OpGraph:
                 cores = sorted({self.ops[i].core for i, _ in acc})
                 if len(cores) > 1:
                     pr.add(f"item '{name}' in core-local space '{it.space}' is accessed from cores {cores}")
+                elif hw.split and 0 <= cores[0] < hw.cores and not hw.core_has_space(cores[0], it.space):
+                    t = hw.core_type(cores[0])
+                    assert t is not None
+                    pr.add(f"item '{name}' in space '{it.space}' is accessed from core {cores[0]}, an "
+                           f"{t.name}, which has no {it.space} ({t.name}: {', '.join(t.spaces)})")
         if not pr:
             self._check_cycles(pr)
         pr.raise_if_any(GraphError)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import fluid_segments
 
-from staticsched.model.fluid import FluidLinks, FluidTransfer, fair_rates
+from staticsched.model.fluid import FluidLinks, FluidTransfer, _progressive, _separate_links, fair_rates
 from staticsched.verify.fluid import LinkShare
 
 
@@ -85,6 +85,18 @@ def test_one_transfer_alone_takes_the_cost_models_cycles():
     # 32 KiB at 240 B/cycle: the path's rate when nothing else moves (ceil(32768 / 240) = 137)
     work = 32768 * 64
     assert _emitter_ends([3888 * 64], [(32, work, 240 * 64, (0,), 32)]) == {0: 32 + 137}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=3).flatmap(
+    lambda caps: st.tuples(st.just(caps), st.lists(
+        st.tuples(st.integers(1, 50), st.integers(0, len(caps) - 1).map(lambda k: (k,))),
+        min_size=1, max_size=9))))
+def test_one_link_per_transfer_fills_as_progressive_filling_does(case):
+    # fair_rates' shortcut when every transfer uses one link must give progressive filling's
+    # exact rates (the emitter's timing and the solver's plan comparison rest on them)
+    capacity, demands = case
+    assert _separate_links(capacity, demands) == _progressive(capacity, demands)
 
 
 def test_fair_rates_split_a_full_link_and_respect_caps():

@@ -1,0 +1,154 @@
+"""Split-core hardware (Ascend A2/A3 class): core types, clusters and cross-core flag fields
+read from TOML, every bad definition one line; ops and items checked against the core type
+they sit on; a TaskGraph on a split chip refused in one line; a split-core OpGraph scheduled
+and verified."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+from importlib import resources
+
+import pytest
+
+from staticsched import cli
+from staticsched.errors import GraphError, HardwareError
+from staticsched.model.hardware_toml import hardware_from_dict, load_hardware
+from staticsched.model.opgraph import Item, Op, OpGraph
+
+
+def _a2() -> dict:
+    text = (resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text()
+    return tomllib.loads(text)
+
+
+def test_ascend_a2_is_24_clusters_of_one_aic_and_two_aivs():
+    hw = load_hardware("ascend-a2")
+    assert hw.split and hw.clusters == 24 and hw.cluster_size == 3 and hw.cores == 72
+    assert [t.name for t in hw.core_types] == ["AIC", "AIV"]
+    aic, aiv = hw.core_types
+    assert aic.units == ("MTE2", "MTE1", "CUBE", "FIXPIPE") and aiv.units == ("MTE2", "VECTOR", "MTE3")
+    assert aic.spaces == ("L1", "L0A", "L0B", "L0C") and aiv.spaces == ("UB",)
+    # cluster c is cores 3c (AIC), 3c+1, 3c+2 (AIVs)
+    assert hw.cores_of_type("AIC") == tuple(range(0, 72, 3))
+    assert len(hw.cores_of_type("AIV")) == 48 and hw.cluster_of(71) == 23
+    assert not hw.core_has_unit(1, "CUBE") and hw.core_has_unit(0, "CUBE")
+    assert hw.core_has_space(1, "UB") and not hw.core_has_space(0, "UB") and hw.core_has_space(0, "GM")
+    # the published A2 numbers (graphs-and-split-cores.md §2.1)
+    assert [hw.space(s).capacity for s in ("L1", "L0A", "L0B", "L0C", "UB")] == [
+        512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024, 192 * 1024]
+    assert hw.path("L1", "L0A").bytes_per_cycle == 256 and hw.path("L1", "L0B").bytes_per_cycle == 128
+    assert not hw.has_path("L0C", "UB") and not hw.has_path("UB", "L1")  # no on-chip path AIC <-> AIV
+    assert dict(hw.cube.macs_per_cycle) == {"float16": 4096}
+    s = hw.sync
+    assert (s.cross_core_capacity, s.cross_core_modes, s.cross_core_wait_stalls_core) == (15, (0, 1, 2), True)
+    assert s.cross_core_ids_per_core == 8
+
+
+def test_the_coupled_preset_has_no_core_types():
+    hw = load_hardware("seed-davinci")
+    assert not hw.split and hw.cluster_size == 1 and hw.core_type(0) is None
+    assert hw.core_has_unit(3, "CUBE") and hw.core_has_space(3, "UB")
+
+
+def _bad(mutate) -> list[str]:
+    d = copy.deepcopy(_a2())
+    mutate(d)
+    with pytest.raises(HardwareError) as exc:
+        hardware_from_dict(d, "a2.toml")
+    return exc.value.problems
+
+
+def _path(unit, src, dst):
+    return {"unit": unit, "src": src, "dst": dst, "bytes_per_cycle": 64}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: d.update(clusters=0),
+         "a2.toml: clusters = 0: a chip with core types needs at least one cluster"),
+        (lambda d: d.update(cores=16), "cores = 16 disagrees with clusters = 24 of 3 cores each"),
+        # FixPipe sits on the AIC, UB on the AIV: the 2201 chip has no L0C -> UB path
+        (lambda d: d["paths"].append(_path("FIXPIPE", "L0C", "UB")),
+         "paths[11] FIXPIPE L0C->UB: no core type has the unit and its on-chip spaces (unit FIXPIPE "
+         "on AIC; space L0C on AIC; space UB on AIV): the chip has no path between core types"),
+        (lambda d: d["paths"].append(_path("MTE3", "UB", "L1")), "paths[11] MTE3 UB->L1: no core type"),
+        (lambda d: d["core_types"]["AIV"]["units"].append("CUBX"), "core_types.AIV: unknown unit 'CUBX'"),
+        (lambda d: d["core_types"]["AIV"]["spaces"].append("GM"),
+         "core_types.AIV: space 'GM' is global (unbounded): every core type reaches it"),
+        (lambda d: d["core_types"]["AIV"]["spaces"].append("L9"), "core_types.AIV: unknown space 'L9'"),
+        (lambda d: d["core_types"]["AIV"].update(per_cluster=0), "core_types.AIV: 'per_cluster' = 0"),
+        (lambda d: d["core_types"]["AIV"].update(colour=1), "core_types.AIV: unknown key 'colour'"),
+        (lambda d: d["core_types"]["AIC"]["units"].remove("MTE1"), "unit 'MTE1' is on no core type"),
+        (lambda d: d["core_types"]["AIV"]["spaces"].remove("UB"), "on-chip space 'UB' is on no core type"),
+        (lambda d: d["sync"].update(cross_core_modes=[2, 4]),
+         "'cross_core_modes' = [2, 4] must list distinct modes"),
+        (lambda d: d["sync"].update(cross_core_ids_per_core=-1), "'cross_core_ids_per_core' = -1"),
+        (lambda d: d["sync"].update(cross_core_wait_stalls_core="yes"),
+         "'cross_core_wait_stalls_core' must be"),
+        (lambda d: (d.pop("clusters"), d.pop("core_types")),
+         "'cross_core_modes', 'cross_core_ids_per_core' and 'cross_core_wait_stalls_core' "
+         "describe split-core chips"),
+    ],
+)
+def test_bad_split_definitions_are_one_line_each(mutate, needle):
+    problems = _bad(mutate)
+    hits = [p for p in problems if needle in p]
+    assert len(hits) == 1, problems
+
+
+def test_a_bad_split_hardware_file_exits_2_in_one_line(tmp_path, capsys):
+    text = (resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text()
+    hw = tmp_path / "a2.toml"
+    hw.write_text(text.replace("clusters = 24", "clusters = 0"))
+    out = tmp_path / "out"
+    code = cli.main(["schedule", "examples/split_pipeline_opgraph.json", "--hw", str(hw), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert "clusters = 0: a chip with core types needs at least one cluster" in err
+    assert "Traceback" not in err
+
+
+def test_ops_and_items_must_sit_on_a_core_type_that_has_them():
+    hw = load_hardware("ascend-a2")
+    graph = OpGraph(
+        [Item("u", "UB", 64), Item("c", "L0C", 64)],
+        [Op("mm", "CUBE", 10, core=1, writes=["c"]),     # core 1 is an AIV
+         Op("v", "VECTOR", 10, core=0, writes=["u"])],   # core 0 is an AIC
+    )
+    with pytest.raises(GraphError) as exc:
+        graph.check(hw)
+    lines = exc.value.problems
+    assert "op 'mm': core 1 is an AIV, which has no unit 'CUBE' (AIV: MTE2, VECTOR, MTE3)" in lines
+    assert "op 'v': core 0 is an AIC, which has no unit 'VECTOR' (AIC: MTE2, MTE1, CUBE, FIXPIPE)" in lines
+    assert "item 'c' in space 'L0C' is accessed from core 1, an AIV, which has no L0C (AIV: UB)" in lines
+    assert ("item 'u' in space 'UB' is accessed from core 0, an AIC, which has no UB "
+            "(AIC: L1, L0A, L0B, L0C)") in lines
+
+
+def test_a_task_graph_on_the_split_chip_is_refused_in_one_line(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = cli.main(["schedule", "examples/matmul_bias_gelu.json", "--hw", "ascend-a2", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    lines = [ln for ln in err.splitlines() if "error" in ln]
+    assert len(lines) == 1 and "lowering task graphs onto split cores is not implemented yet" in lines[0]
+
+
+def test_a_split_core_opgraph_schedules_and_verifies_on_ascend_a2(tmp_path, capsys):
+    # the canonical AIC -> GM -> both AIVs pipeline of one tile, written as micro-ops: the
+    # solver, the sync planner and the verifier take the split chip's cores as they are
+    out = tmp_path / "out"
+    code = cli.main(["schedule", "examples/split_pipeline_opgraph.json", "--hw", "ascend-a2",
+                     "-o", str(out), "--jitter", "3"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "verification : clean" in text
+    assert "c1.CUBE" not in text and "c1.VECTOR" in text  # an AIV lists only its own pipes
+    program = json.loads((out / "program.json").read_text())
+    cores = {(st["core"], st["unit"]) for st in program["streams"] if st["instrs"]}
+    assert (0, "FIXPIPE") in cores and (1, "VECTOR") in cores and (2, "MTE3") in cores
+    kinds = [i["kind"] for st in program["streams"] for i in st["instrs"]]
+    assert "set_cross" in kinds and "wait_cross" in kinds
