@@ -7,6 +7,7 @@ line (:class:`~staticsched.errors.HardwareError`). The values it builds are in
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path as FsPath
 from typing import Any
@@ -86,26 +87,15 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     description = get_str(data, "description", where, pr, default="")
 
     units = []
-    for uname, body in get_mapping(data, "units", where, pr, required=True).items():
-        w = f"{where}: units.{uname}"
-        check_name(uname, "unit", where, pr)
-        if not isinstance(body, dict):
-            pr.add(f"{w}: must be a table")
-            continue
-        check_keys(body, {"description"}, w, pr)
+    for uname, body, w in _tables(data, "units", "unit", {"description"}, where, pr):
         units.append(Unit(uname, get_str(body, "description", w, pr, default="")))
     if not units and "units" in data:
         pr.add(f"{where}: 'units' declares no pipe")
     unit_set = {u.name for u in units}
 
     spaces = []
-    for sname, body in get_mapping(data, "spaces", where, pr, required=True).items():
-        w = f"{where}: spaces.{sname}"
-        check_name(sname, "space", where, pr)
-        if not isinstance(body, dict):
-            pr.add(f"{w}: must be a table")
-            continue
-        check_keys(body, {"capacity", "unbounded", "alignment", "description"}, w, pr)
+    space_keys = {"capacity", "unbounded", "alignment", "description"}
+    for sname, body, w in _tables(data, "spaces", "space", space_keys, where, pr):
         unbounded = get_bool(body, "unbounded", w, pr, default=False)
         if unbounded and "capacity" in body:
             pr.add(f"{w}: give either 'capacity' or 'unbounded = true', not both")
@@ -255,6 +245,21 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     )
 
 
+def _tables(
+    data: dict[str, Any], key: str, what: str, allowed: set[str], where: str, pr: Problems
+) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """The named tables of ``[key.NAME]`` (required) as ``(name, body, where)``, each name
+    checked and each body a table with only ``allowed`` keys; the others reported."""
+    for name, body in get_mapping(data, key, where, pr, required=True).items():
+        w = f"{where}: {key}.{name}"
+        check_name(name, what, where, pr)
+        if not isinstance(body, dict):
+            pr.add(f"{w}: must be a table")
+            continue
+        check_keys(body, allowed, w, pr)
+        yield name, body, w
+
+
 def _read_core_types(
     data: dict[str, Any], where: str, units: list[Unit], spaces: list[Space], pr: Problems
 ) -> list[CoreType]:
@@ -263,13 +268,8 @@ def _read_core_types(
     unit_set = {u.name for u in units}
     by_name = {s.name: s for s in spaces}
     out = []
-    for tname, body in get_mapping(data, "core_types", where, pr, required=True).items():
-        w = f"{where}: core_types.{tname}"
-        check_name(tname, "core type", where, pr)
-        if not isinstance(body, dict):
-            pr.add(f"{w}: must be a table")
-            continue
-        check_keys(body, {"units", "spaces", "per_cluster", "description"}, w, pr)
+    type_keys = {"units", "spaces", "per_cluster", "description"}
+    for tname, body, w in _tables(data, "core_types", "core type", type_keys, where, pr):
         tunits = get_str_list(body, "units", w, pr)
         if not tunits:
             pr.add(f"{w}: 'units' must name at least one pipe")
