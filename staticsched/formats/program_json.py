@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from staticsched._fields import Problems, check_keys, get_int, get_list, get_str, get_str_list
+from staticsched._fields import Problems, check_keys, get_bool, get_int, get_list, get_str, get_str_list
 from staticsched.errors import ProgramError
 from staticsched.formats import jsonfmt
 from staticsched.formats.encoding import MNEMONIC, attr_types, check_encodable
@@ -71,7 +71,8 @@ def program_to_dict(program: Program) -> dict[str, Any]:
         "hw": program.hw,
         "mode": program.mode,
         "makespan": program.makespan,
-        "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype} for t in program.tensors],
+        "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
+                     **({"workspace": True} if t.workspace else {})} for t in program.tensors],
         "items": [
             {
                 "name": it.name,
@@ -276,10 +277,11 @@ def program_from_dict(data: Any, where: str = "<program>") -> Program:
         if not isinstance(body, dict):
             pr.add(f"{w}: must be an object")
             continue
-        check_keys(body, ("name", "shape", "dtype"), w, pr)
+        check_keys(body, ("name", "shape", "dtype", "workspace"), w, pr)
         tensors.append(
             Tensor(
-                get_str(body, "name", w, pr), _int_list(body, "shape", w, pr), get_str(body, "dtype", w, pr)
+                get_str(body, "name", w, pr), _int_list(body, "shape", w, pr), get_str(body, "dtype", w, pr),
+                get_bool(body, "workspace", w, pr, default=False),
             )
         )
     items = []

@@ -83,7 +83,8 @@ def iter_program_text(program: Program) -> Iterator[str]:
     if program.source:
         out.append(f"source {json.dumps(program.source)}")
     for t in program.tensors:
-        out.append(f"tensor {quote(t.name)} {_dims(t.shape)} {quote(t.dtype)}")
+        scratch = " workspace" if t.workspace else ""
+        out.append(f"tensor {quote(t.name)} {_dims(t.shape)} {quote(t.dtype)}{scratch}")
     for it in program.items:
         out.append(
             f"item {quote(it.name)} core={it.core} space={quote(it.space)} offset={it.offset} "
@@ -375,7 +376,11 @@ def parse_program_text(text: str) -> Program:
         elif word == "tensor":
             name = line.word("the tensor name")
             shape = line.dims(line.word("the tensor shape"), "the tensor shape")
-            tensors.append(Tensor(name, shape, line.word("the dtype")))
+            dtype = line.word("the dtype")
+            tok = line.peek()
+            scratch = tok is not None and not tok.key and not tok.quoted and tok.value == "workspace"
+            line.at += scratch
+            tensors.append(Tensor(name, shape, dtype, scratch))
             line.end()
         elif word == "item":
             items.append(_parse_item(line))

@@ -46,17 +46,6 @@ def plan_tasks(tg: TaskGraph, hw: Hardware) -> tuple[Plan, ...]:
     TilingError
         For every task whose tiling does not fit, all at once.
     """
-    if hw.split:
-        # the split-core lowering (AIC blocks, AIV epilogues through a GM workspace ring) is
-        # issue 24's next step; an OpGraph written for the split chip schedules today
-        types = ", ".join(f"{t.name} x{t.per_cluster}" for t in hw.core_types)
-        tasks = ", ".join(f"'{t.id}'" for t in tg.ordered_tasks[:3])
-        raise GraphError(
-            f"hardware '{hw.name}' has separate core types ({types} per cluster): lowering task "
-            f"graphs onto split cores is not implemented yet, so tasks {tasks or '(none)'} need a "
-            "coupled-core preset such as seed-davinci (an OpGraph of micro-ops placed on the "
-            "split chip's cores schedules)"
-        )
     missing = [line for task in tg.ordered_tasks for line in kind_of(task).needs(task, hw)]
     if missing:
         raise GraphError(missing)
@@ -147,7 +136,7 @@ def lower(tg: TaskGraph, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUD
         plan.lower(em)
     if em.problems:
         raise GraphError([em.problems[key] for key in sorted(em.problems)])
-    tensors = [Tensor(t.name, t.shape2d, t.dtype) for t in tg.tensors]
+    tensors = [Tensor(t.name, t.shape2d, t.dtype) for t in tg.tensors] + em.workspaces
     # items by name, as the OpGraph JSON form holds them, so that the graph round-trips equal
     items = sorted(em.items, key=lambda it: it.name)
     return OpGraph(items, em.ops, tensors, dumps_taskgraph(tg))

@@ -244,6 +244,14 @@ class Hardware:
             return tuple(range(self.cores))
         return tuple(c for c in range(self.cores) if getattr(self.core_type(c), "name", None) == name)
 
+    def engine_cores(self, engine: str) -> tuple[int, ...]:
+        """The cores that run ``engine``'s work (``"cube"`` or ``"vector"``): every core of a
+        coupled chip; on a split chip the cores whose type owns that unit (AIC, AIV)."""
+        model = self.cube if engine == "cube" else self.vector
+        if not self.core_types or model is None:
+            return tuple(range(self.cores))
+        return tuple(c for c in range(self.cores) if self.core_has_unit(c, model.unit))
+
     def core_has_unit(self, core: int, unit: str) -> bool:
         """Whether core ``core`` owns pipe ``unit`` (always, on a coupled chip)."""
         t = self.core_type(core)

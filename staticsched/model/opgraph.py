@@ -21,6 +21,7 @@ from staticsched._fields import (
     Problems,
     check_keys,
     check_name,
+    get_bool,
     get_int,
     get_list,
     get_mapping,
@@ -59,6 +60,9 @@ class Tensor:
     #: (rows, cols)
     shape: tuple[int, ...] = attrs.field(converter=tuple)
     dtype: str = "float16"
+    #: scratch space the lowering made (a split chip's AIC -> AIV ring): not a result, so the
+    #: numeric replay checks the outputs that read it, not it
+    workspace: bool = False
 
     @property
     def bytes(self) -> int:
@@ -354,13 +358,14 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
         if not isinstance(body, dict):
             pr.add(f"{w}: must be an object")
             continue
-        check_keys(body, {"shape", "dtype"}, w, pr)
+        check_keys(body, {"shape", "dtype", "workspace"}, w, pr)
         shape = get_list(body, "shape", w, pr)
         if not positive_ints(shape, 2):
             pr.add(f"{w}: 'shape' must be two positive integers, got {shape!r}")
             shape = [1, 1]
         dtype = get_str(body, "dtype", w, pr, default="float16", choices=sorted(DTYPE_BYTES))
-        tensors.append(Tensor(name, tuple(shape), dtype or "float16"))
+        tensors.append(Tensor(name, tuple(shape), dtype or "float16",
+                              get_bool(body, "workspace", w, pr, default=False)))
     items = []
     for name, body in sorted(get_mapping(data, "items", where, pr).items()):
         w = f"{where}: item '{name}'"
@@ -433,7 +438,8 @@ def opgraph_to_dict(g: OpGraph) -> dict[str, Any]:
     """The JSON form; ``opgraph_from_dict(opgraph_to_dict(g)) == g``."""
     out: dict[str, Any] = {"format": FORMAT, "version": VERSION}
     if g.tensors:
-        out["tensors"] = {t.name: {"shape": list(t.shape), "dtype": t.dtype} for t in g.tensors}
+        out["tensors"] = {t.name: {"shape": list(t.shape), "dtype": t.dtype,
+                                   **({"workspace": True} if t.workspace else {})} for t in g.tensors}
     items = {}
     for it in g.items:
         body: dict[str, Any] = {}

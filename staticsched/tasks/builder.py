@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
-from staticsched.model.opgraph import Item, Op
+from staticsched.model.opgraph import Item, Op, Tensor
 from staticsched.model.opkinds import KINDS, ItemShape, Region
 
 FP16 = "float16"
@@ -72,21 +72,28 @@ class Builder:
         self.placement: dict[str, str] = {}
         #: transfers a placement asks for that the hardware has no path for, one line each
         self.problems: dict[tuple[str, str, str], str] = {}
+        #: GM tensors the lowering adds (a split chip's workspace rings), in creation order
+        self.workspaces: list[Tensor] = []
 
     # ------------------------------------------------------------------ cores
-    def core_of(self, block: int, first_core: int) -> int:
-        return (first_core + block) % self.hw.cores
+    # Blocks rotate over the cores of their engine (every core of a coupled chip; the AICs or
+    # the AIVs of a split one); ``first`` is a position in that rotation.
+    def core_of(self, block: int, first: int, engine: str = "vector") -> int:
+        cores = self.hw.engine_cores(engine)
+        return cores[(first + block) % len(cores)]
 
-    def start_task(self, blocks: int) -> int:
-        """The core of a task's block 0; the next task continues the rotation after ``blocks``."""
+    def start_task(self, blocks: int, engine: str = "vector") -> int:
+        """The rotation position of a task's block 0; the next task continues the rotation
+        after ``blocks``."""
         first = self.next_core
-        self.next_core = self.core_of(blocks, first)
+        self.next_core = (first + blocks) % len(self.hw.engine_cores(engine))
         return first
 
-    def balance(self, costs: Sequence[int]) -> list[int]:
-        """Cores for a task's units of work of these costs (:func:`balance_cores`); the next
-        task continues the rotation after them."""
-        return balance_cores(costs, self.hw.cores, self.start_task(len(costs)))
+    def balance(self, costs: Sequence[int], engine: str = "cube") -> list[int]:
+        """Cores for a task's units of work of these costs (:func:`balance_cores` over the
+        engine's cores); the next task continues the rotation after them."""
+        cores = self.hw.engine_cores(engine)
+        return [cores[c] for c in balance_cores(costs, len(cores), self.start_task(len(costs), engine))]
 
     # ------------------------------------------------------------------ items
     def space(self, role: str) -> str:
@@ -102,6 +109,10 @@ class Builder:
         self.items.append(it)
         self.shapes[name] = it.as_shape()
         return name
+
+    def workspace(self, tensor: Tensor) -> None:
+        """Declare a GM tensor the lowering itself needs (not one of the task graph's)."""
+        self.workspaces.append(tensor)
 
     def output(
         self, tensor: str, row_spans: Sequence[tuple[int, int]], col_spans: Sequence[tuple[int, int]]
@@ -149,10 +160,14 @@ class Builder:
         deps = grid.intersecting(region) if grid is not None else []
         self.op(op_id, "load", core, (), (dst,), attrs_, deps)
 
-    def store(self, op_id: str, core: int, src: str, tensor: str, region: Region) -> None:
+    def store(
+        self, op_id: str, core: int, src: str, tensor: str, region: Region, *, deps: Sequence[str] = ()
+    ) -> None:
+        """``src``'s top-left into GM ``region`` of ``tensor``; ``deps``: ops that must end
+        first (the readers of a workspace slot it overwrites)."""
         attrs_: dict[str, Any] = {"tensor": tensor, "region": region}
         self._place(attrs_, tensor, src, to_chip=False)
-        self.op(op_id, "store", core, (src,), (), attrs_)
+        self.op(op_id, "store", core, (src,), (), attrs_, deps)
         self.stores[tensor].add(region, op_id)
 
     def _place(self, attrs_: dict[str, Any], tensor: str, item: str, *, to_chip: bool) -> None:

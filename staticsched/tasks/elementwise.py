@@ -151,7 +151,7 @@ def derive_row_tiling(task: ElementwiseTask, hw: Hardware) -> RowTiling:
 
     if fits(1, task.cols):
         rows_fit = largest(1, task.rows, lambda r: fits(r, task.cols))
-        spread = math.ceil(task.rows / (2 * hw.cores))
+        spread = math.ceil(task.rows / (2 * len(hw.engine_cores("vector"))))
         return RowTiling(max(1, min(rows_fit, spread)), task.cols)
     granule = max(1, align // ELEM_BYTES)
     if not fits(1, granule):
@@ -186,7 +186,7 @@ class ElementwisePlan(RowGrid):
     def info(self, hw: Hardware) -> TilingInfo:
         t = self.tiling
         return TilingInfo(self.task.id, "elementwise", (t.rows, t.cols), 2, True, self.blocks,
-                          per_core(self.blocks, hw.cores))
+                          per_core(self.blocks, len(hw.engine_cores("vector"))))
 
     def lower(self, em: Builder) -> None:
         task = self.task

@@ -202,7 +202,7 @@ def derive_tiling(task: RowwiseTask, hw: Hardware) -> RowTiling:
     def fits(r: int, c: int) -> bool:
         return cap == 0 or 2 * working_set(task, r, c, align) <= cap
 
-    spread = math.ceil(task.rows / (2 * hw.cores))
+    spread = math.ceil(task.rows / (2 * len(hw.engine_cores("vector"))))
     if fits(1, task.cols):
         r = 1
         while r < min(task.rows, spread) and fits(r + 1, task.cols):
@@ -269,7 +269,7 @@ class RowwisePlan(RowGrid):
         t = self.tiling
         base = (t.rows, min(t.cols, self.task.cols))
         return TilingInfo(self.task.id, "rowwise", base, 2, self.task.tiling is None, self.blocks,
-                          per_core(self.blocks, hw.cores), combine=self.combine)
+                          per_core(self.blocks, len(hw.engine_cores("vector"))), combine=self.combine)
 
     def lower(self, em: Builder) -> None:
         task, rop = self.task, self.task.rowop

@@ -249,6 +249,9 @@ def plan(task: AttentionTask, hw: Hardware) -> AttentionPlan:
 
 
 def needs(task: AttentionTask, hw: Hardware) -> list[str]:
+    if hw.split:
+        return [f"hardware '{hw.name}' cannot run task '{task.id}': attention is not lowered onto split "
+                "cores yet (S and P through a GM ring between the AIC and the AIVs)"]
     paths = [("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"), ("accumulator", "vector"),
              ("vector", "operand"), ("vector", "global")]
     return hardware_needs(task.id, hw, roles=("operand", "cube_a", "cube_b", "accumulator", "vector"),

@@ -18,6 +18,7 @@ from staticsched.tasks.base import (
     spans,
 )
 from staticsched.tasks.builder import FP16, FP32, Builder, balance_cores
+from staticsched.tasks.matmul.split import SplitEpilogue, halves
 from staticsched.tasks.matmul.task import REDUCTION_OPS, MatmulTask, Tiling
 from staticsched.tasks.matmul.tiling import check_tiling, derive_tiling
 from staticsched.tasks.rowops import ROWOPS, Block, Ctx
@@ -83,8 +84,9 @@ class MatmulPlan:
     def info(self, hw: Hardware) -> TilingInfo:
         t = self.tiling
         combine = ROWOPS[REDUCTION_OPS[0]].resident_combine(len(self.n_spans)) if self.task.reduces else ""
-        counts = Counter(balance_cores(self.work(hw), hw.cores))
-        per = (min(counts.get(c, 0) for c in range(hw.cores)), max(counts.values()))
+        ncores = len(hw.engine_cores("cube"))
+        counts = Counter(balance_cores(self.work(hw), ncores))
+        per = (min(counts.get(c, 0) for c in range(ncores)), max(counts.values()))
         return TilingInfo(self.task.id, "matmul", (t.base_m, t.base_n, t.base_k), t.buffers,
                           self.task.tiling is None, self.blocks, per,
                           combine=combine, steps=(t.step_m, t.step_n) if t.reuses else ())
@@ -103,7 +105,8 @@ class MatmulPlan:
         src = hw.role("global")
         dst = hw.role("operand")
         path = hw.path(src, dst)
-        rate = min([path.bytes_per_cycle, *(lk.bytes_per_cycle / hw.cores for lk in hw.links_of(src, dst))])
+        ncores = len(hw.engine_cores("cube"))
+        rate = min([path.bytes_per_cycle, *(lk.bytes_per_cycle / ncores for lk in hw.links_of(src, dst))])
         k_pad = sum(round_up(k1 - k0, fk) for k0, k1 in self.k_spans)
         # the spans once: they are properties, and cost() runs per group (tuning asks for
         # thousands of tilings' work)
@@ -132,9 +135,12 @@ class MatmulPlan:
         fm, fn, fk = hw.cube.fractal
         m_spans, n_spans, k_spans = self.m_spans, self.n_spans, self.k_spans
         m, n, k = task.m, task.n, task.k
-        em.output(task.out, [(bi * m + m0, bi * m + m1) for bi in range(task.batches) for m0, m1 in m_spans],
-                  n_spans)
-        cores = em.balance(self.work(hw))
+        split = SplitEpilogue(self, em) if hw.split else None
+        # on a split chip each AIV stores half a block's rows: the output grid has both halves
+        out_spans = [(bi * m + m0 + a0, bi * m + m0 + a1) for bi in range(task.batches) for m0, m1 in m_spans
+                     for a0, a1 in (halves(m1 - m0) if split else [(0, m1 - m0)]) if a1 > a0]
+        em.output(task.out, out_spans, n_spans)
+        cores = em.balance(self.work(hw), "cube")
         a_rows = k if task.transpose_a else m
         b_rows = n if task.transpose_b else k
         t, nm, nn = self.tiling, len(m_spans), len(n_spans)
@@ -150,7 +156,7 @@ class MatmulPlan:
                         for mi in range(mi0, min(mi0 + t.step_m, nm))]
                 pi = bi * nm + mi0
                 core = cores[pi if task.reduces else bi * len(self.groups) + gi]
-                tiles = self._group(em, grid, core, k_spans, (a_off, b_off, o_off), (fm, fn, fk))
+                tiles = self._group(em, grid, core, k_spans, (a_off, b_off, o_off), (fm, fn, fk), split)
                 if task.reduces:  # steps are 1x1 (check_tiling): the panel's blocks come in order
                     panel.extend(tiles)
                     if ni0 + 1 == nn:
@@ -186,7 +192,7 @@ class MatmulPlan:
 
     def _group(self, em: Builder, grid: list[list[tuple[int, tuple[int, int], tuple[int, int]]]], core: int,
                k_spans: Sequence[tuple[int, int]], offs: tuple[int, int, int],
-               fractal: tuple[int, int, int]) -> list[_Tile]:
+               fractal: tuple[int, int, int], split: SplitEpilogue | None = None) -> list[_Tile]:
         """A group of blocks (``grid[i][j]`` = block number, M span, N span), K step by K step:
         each A tile is loaded once for its grid row and each B tile once for its column (named
         after the row's first and the column's first block, so a 1x1 group names everything
@@ -229,6 +235,11 @@ class MatmulPlan:
                     l0b = em.item(f"{q}.l0b", "cube_b", FP16, (pk, pad_n[j]))
                     em.move(f"{q}.move_b", core, l1b[j], l0b, depth, n1 - n0)
                     em.mmad(f"{q}.mmad", core, l0a, l0b, l0c[i][j], rows, n1 - n0, depth, s == 0)
+        if split is not None:  # the epilogue on the cluster's AIVs, through the workspace ring
+            for i, row in enumerate(grid):
+                for j, (_, ms, ns) in enumerate(row):
+                    split.block(p[i][j], core, ms, ns, offs[2], l0c[i][j])
+            return []
         return [self._epilogue(em, p[i][j], core, ms, ns, offs, l0c[i][j], (pad_m[i], pad_n[j]))
                 for i, row in enumerate(grid) for j, (_, ms, ns) in enumerate(row)]
 
@@ -304,9 +315,25 @@ def plan(task: MatmulTask, hw: Hardware) -> MatmulPlan:
 
 
 def needs(task: MatmulTask, hw: Hardware) -> list[str]:
+    if hw.split:
+        return _split_needs(task, hw)
     paths = [("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"), ("accumulator", "vector"),
              ("vector", "global")]
     if any(s.tensors for s in task.epilogue):
         paths.append(("global", "vector"))
     return hardware_needs(task.id, hw, roles=("operand", "cube_a", "cube_b", "accumulator", "vector"),
                           paths=paths, cube=True, vector=bool(task.epilogue))
+
+
+def _split_needs(task: MatmulTask, hw: Hardware) -> list[str]:
+    """On a split chip the block goes L0C -> GM (the workspace) -> UB; a row reduction in the
+    epilogue, which needs the whole row panel on one core, is not lowered there yet."""
+    lines = hardware_needs(task.id, hw, roles=("operand", "cube_a", "cube_b", "accumulator", "vector"),
+                           paths=[("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"),
+                                  ("accumulator", "global"), ("global", "vector"), ("vector", "global")],
+                           cube=True, vector=True)
+    if task.reduces:
+        ops = ", ".join(s.op for s in task.epilogue if s.reduces)
+        lines.append(f"hardware '{hw.name}' cannot run task '{task.id}': a row reduction in the epilogue "
+                     f"({ops}) is not lowered onto split cores yet; make it a separate rowwise task")
+    return lines

@@ -1,0 +1,103 @@
+"""The ``matmul`` lowering on a split chip (Ascend A2/A3: Cube on the AIC, Vector on the AIVs).
+
+The AIC has no path to a UB, so a block's result reaches the epilogue through global memory,
+as CATLASS's ``MatmulEpilogue`` with its multistage workspace does
+(``shared/reference/graphs-and-split-cores.md`` §1.3):
+
+- each AIC owns a ring of :data:`WORKSPACE_STAGES` output-tile slots in a workspace tensor
+  (``<task>.ws``, fp16: FixPipe converts from fp32 on the way out, as it does into the
+  coupled core's UB); the AIC's k-th block goes to slot ``k mod stages``;
+- FixPipe stores the block into its slot (a ``store`` from the accumulator: on this chip the
+  path L0C->GM belongs to the FIXPIPE pipe);
+- the two AIVs of the AIC's cluster each load their half of the block's rows (split along M)
+  into their UB, run the epilogue there and store their half of the output;
+- the block after next on that AIC overwrites the slot only after both halves were loaded
+  (the ring's "consumed" dependency, made explicit here: global memory is not an item whose
+  reuse the graph orders by itself).
+
+The dependencies cross cores (AIC -> AIV, AIV -> AIC), so the sync planner gives them
+cross-core flags. A row that has one row gives its second AIV nothing to do: no op of it is
+emitted, which with per-pair flags leaves nothing to wait for.
+"""
+
+from __future__ import annotations
+
+import math
+
+from staticsched.model.hardware import round_up
+from staticsched.model.opgraph import Tensor
+from staticsched.model.vecops import VECOPS
+from staticsched.tasks.builder import FP16, Builder
+
+#: output-tile slots per AIC in the workspace ring (CATLASS's default ``workspaceStages``)
+WORKSPACE_STAGES = 2
+
+
+def halves(rows: int) -> list[tuple[int, int]]:
+    """The row ranges of a block's two AIV halves (the second empty for one row)."""
+    h = math.ceil(rows / 2)
+    return [(0, h), (h, rows)]
+
+
+class SplitEpilogue:
+    """The workspace ring of one matmul task and the epilogue of each block on its cluster's
+    AIVs (:meth:`block`, called by the K loop in program order)."""
+
+    def __init__(self, plan, em: Builder) -> None:
+        task, hw = plan.task, em.hw
+        assert hw.cube is not None
+        fm, fn, _ = hw.cube.fractal
+        self.plan, self.em = plan, em
+        self.aics = hw.engine_cores("cube")
+        self.rank = {c: k for k, c in enumerate(self.aics)}
+        self.pm = round_up(plan.tiling.base_m, fm)
+        self.pn = round_up(plan.tiling.base_n, fn)
+        self.ws = f"{task.id}.ws"
+        slots = WORKSPACE_STAGES * len(self.aics)
+        em.workspace(Tensor(self.ws, (slots * self.pm, self.pn), FP16, workspace=True))
+        em.output(self.ws, [(k * self.pm, (k + 1) * self.pm) for k in range(slots)], [(0, self.pn)])
+        self.done: dict[int, int] = {}  # blocks stored per AIC
+        self.readers: dict[tuple[int, int], list[str]] = {}  # (AIC, slot) -> its last loads
+
+    def block(self, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int], o_off: int,
+              l0c: str) -> None:
+        """Store block ``p`` (rows ``ms``, columns ``ns`` of the output) from the accumulator
+        into the AIC's next slot; each AIV of its cluster runs the epilogue on its half."""
+        em, task, hw = self.em, self.plan.task, self.em.hw
+        (m0, m1), (n0, n1) = ms, ns
+        rows, cols = m1 - m0, n1 - n0
+        k = self.done.get(core, 0)
+        self.done[core] = k + 1
+        slot = k % WORKSPACE_STAGES
+        base = (slot * len(self.aics) + self.rank[core]) * self.pm
+        em.store(f"{p}.fixpipe", core, l0c, self.ws, ((base, base + rows), (0, cols)),
+                 deps=self.readers.get((core, slot), ()))
+        cluster = hw.cluster_of(core) * hw.cluster_size
+        aivs = [c for c in range(cluster, cluster + hw.cluster_size) if c in set(hw.engine_cores("vector"))]
+        loads = []
+        for v, (a0, a1) in zip(aivs, halves(rows), strict=False):
+            if a1 <= a0:
+                continue
+            q = f"{p}.v{v - cluster}"
+            hr = a1 - a0
+            ub = em.item(f"{q}.ub", "vector", FP16, (hr, self.pn))
+            em.load(f"{q}.load", v, ub, self.ws, ((base + a0, base + a1), (0, cols)))
+            loads.append(f"{q}.load")
+            out_rows = (o_off + m0 + a0, o_off + m0 + a1)
+            operands: dict[int, str] = {}
+            for i, step in enumerate(task.epilogue):
+                if not step.tensor:
+                    continue
+                form = VECOPS[step.op].operands[1]
+                shape, region = {
+                    "col": ((1, self.pn), ((0, 1), (n0, n1))),
+                    "row": ((hr, 1), (out_rows, (0, 1))),
+                    "full": ((hr, self.pn), (out_rows, (n0, n1))),
+                }[form]
+                operands[i] = em.item(f"{q}.e{i}.ub", "vector", FP16, shape)
+                em.load(f"{q}.e{i}.load", v, operands[i], step.tensor, region)
+            for i, step in enumerate(task.epilogue):
+                reads = (ub,) if i not in operands else (ub, operands[i])
+                em.vec(f"{q}.e{i}.{step.op}", v, step.op, reads, ub, (hr, cols), scalar=step.value)
+            em.store(f"{q}.store", v, ub, task.out, (out_rows, ns))
+        self.readers[(core, slot)] = loads
