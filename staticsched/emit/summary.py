@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from staticsched.emit.split_summary import split_lines
 from staticsched.emit.sync import SyncPlan
 from staticsched.model.schedule import Schedule
 
@@ -74,6 +75,7 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
     if s.ids_used:
         many = len(cores) > COMPACT_CORES or len(s.ids_used) > 12
         lines.append("event ids    : " + ", ".join(_ids_used(plan, compact=many)))
+    lines += split_lines(schedule, plan, busy)
     lines += traffic_lines(schedule)
     tilings = tiling_lines(schedule)
     if tilings:

@@ -30,6 +30,8 @@ from staticsched.tasks import KINDS
 
 #: values tried for each L1 reuse step (``step_m``, ``step_n``) when the tiling has them
 STEP_VALUES = (1, 2, 4)
+#: workspace slots per AIC tried besides the default 2 on a split chip
+STAGE_VALUES = (1, 3)
 #: the summary's count stops after this many legality checks and says "at least"
 COUNT_CHECKS = 4000
 
@@ -64,20 +66,27 @@ def used_tiling(task: Any, hw: Hardware) -> Any:
 
 
 def tiling_fields(tiling: Any) -> dict[str, Any]:
-    """The tiling's fields by name, as in TaskGraph JSON."""
-    return attrs.asdict(tiling, recurse=False)
+    """The tiling's fields by name, as in TaskGraph JSON (a split chip's default of 2
+    workspace stages left out, as the TaskGraph leaves it out)."""
+    f = attrs.asdict(tiling, recurse=False)
+    if f.get("workspace_stages") == 2:
+        del f["workspace_stages"]
+    return f
 
 
 def tiling_label(tiling: Any) -> str:
     """Short text for tables and plots: ``128/208/64`` (base sizes), ``sb`` when single
-    buffered, ``s2x1`` for L1 reuse steps."""
+    buffered, ``s2x1`` for L1 reuse steps, ``w3`` for 3 workspace stages (split chips)."""
     f = tiling_fields(tiling)
-    sizes = [v for k, v in f.items() if not isinstance(v, bool) and not k.startswith("step_")]
+    sizes = [v for k, v in f.items()
+             if not isinstance(v, bool) and not k.startswith("step_") and k != "workspace_stages"]
     text = "/".join(map(str, sizes))
     if f.get("double_buffer") is False:
         text += " sb"
     if f.get("step_m", 1) != 1 or f.get("step_n", 1) != 1:
         text += f" s{f.get('step_m', 1)}x{f.get('step_n', 1)}"
+    if "workspace_stages" in f:
+        text += f" w{f['workspace_stages']}"
     return text
 
 
@@ -136,6 +145,9 @@ def matmul_tilings(task: Any, hw: Hardware, ok: Callable[[Any], bool], *,
                     # requirements of their own: always asked
                     if ((sm, sn) == (1, 1) and not check_each) or ok(t):
                         yield t
+                        # a split chip's workspace ring: its slots per AIC, the default first
+                        for stages in (STAGE_VALUES if hw.split else ()):
+                            yield attrs.evolve(t, workspace_stages=stages)
 
 
 #: the tunable kinds

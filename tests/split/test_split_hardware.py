@@ -241,3 +241,52 @@ def test_a_dropped_consumed_wait_is_a_workspace_race(tmp_path):
     report = verify(attrs.evolve(program, streams=streams), hw, jitter=0)
     races = [f for f in report.findings if f.check == "race"]
     assert races and any("mm.ws" in f.message for f in races), report.text()
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+def test_workspace_stages_set_the_ring_and_round_trip(tmp_path, stages):
+    from staticsched.api import compile_graph
+    from staticsched.frontend.taskgraph import dumps_taskgraph, taskgraph_from_dict
+    from staticsched.verify import verify
+
+    hw = _small_a2(tmp_path)
+    graph = _matmul_graph(192, 128, 64)
+    graph["tasks"][0]["tiling"]["workspace_stages"] = stages
+    tg = taskgraph_from_dict(graph)
+    assert taskgraph_from_dict(json.loads(dumps_taskgraph(tg))) == tg
+    compiled = compile_graph(tg, hw, method="list")
+    ws = next(t for t in compiled.graph.tensors if t.workspace)
+    assert ws.shape == (stages * 2 * 64, 64)  # stages x 2 AICs x base_m rows
+    stores = [op for op in compiled.graph.ops if op.kind == "store" and op.attr["tensor"] == "mm.ws"]
+    assert len({op.attr["region"][0] for op in stores}) == min(6, 2 * stages)
+    assert verify(compiled.program, hw, jitter=2, numeric=True).ok
+
+
+def test_workspace_stages_out_of_range_is_one_line():
+    from staticsched.errors import InputError
+    from staticsched.frontend.taskgraph import taskgraph_from_dict
+
+    graph = _matmul_graph(64, 64, 64)
+    graph["tasks"][0]["tiling"]["workspace_stages"] = 0
+    with pytest.raises(InputError) as exc:
+        taskgraph_from_dict(graph)
+    assert any("'workspace_stages' = 0 is below the minimum 1" in p for p in exc.value.problems)
+
+
+def test_the_summary_profiles_each_core_type_and_the_workspace():
+    from staticsched.api import compile_graph
+    from staticsched.emit.split_summary import flag_peaks
+    from staticsched.emit.summary import summary_lines
+
+    compiled = compile_graph("examples/matmul_bias_gelu.json", "ascend-a2", method="list")
+    lines = summary_lines(compiled.schedule, compiled.plan)
+    aic = next(ln for ln in lines if ln.startswith("  AIC  x24"))
+    aiv = next(ln for ln in lines if ln.startswith("  AIV  x48"))
+    assert "cube" in aic and "vector" not in aic and "vector" in aiv and "cube" not in aiv
+    assert "idle" in aic and "idle" in aiv
+    assert any(ln.startswith("workspace    : mm.ws 6144x128 float16, 1.50 MiB") for ln in lines)
+    peaks = flag_peaks(compiled.schedule, compiled.plan)
+    cross = [f for f in compiled.plan.flags if f.kind == "cross"]
+    assert sum(n for n, _ in peaks.values()) == len(cross) > 0
+    assert all(1 <= p <= n for n, p in peaks.values())
+    assert any(ln.startswith(f"cross-core   : {len(cross)} flags") for ln in lines)

@@ -20,7 +20,9 @@ from staticsched.tasks.rowops import ROWOPS
 
 _KEYS = ("id", "type", "a", "b", "out", "transpose_a", "transpose_b", "epilogue", "tiling")
 _STEP_KEYS = ("op", "tensor", "value", "gamma", "beta", "eps")
-_TILING_KEYS = ("base_m", "base_n", "base_k", "double_buffer", "step_m", "step_n")
+#: the most workspace slots per AIC a tiling may ask for
+MAX_STAGES = 8
+_TILING_KEYS = ("base_m", "base_n", "base_k", "double_buffer", "step_m", "step_n", "workspace_stages")
 
 
 def read_step(raw: Any, sw: str, ctx: ReadContext, ops: Sequence[str]) -> EpilogueStep | None:
@@ -193,9 +195,10 @@ def read_tiling(body: Mapping[str, Any], w: str, pr: Problems) -> Tiling | None:
     sizes = [get_int(raw, key, tw, pr, minimum=1) for key in ("base_m", "base_n", "base_k")]
     double_buffer = get_bool(raw, "double_buffer", tw, pr, default=True)
     step_m, step_n = (get_int(raw, key, tw, pr, minimum=1, default=1) for key in ("step_m", "step_n"))
+    stages = get_int(raw, "workspace_stages", tw, pr, minimum=1, maximum=MAX_STAGES, default=2)
     if len(pr.lines) > before:
         return None
-    return Tiling(*sizes, double_buffer=double_buffer, step_m=step_m, step_n=step_n)
+    return Tiling(*sizes, double_buffer=double_buffer, step_m=step_m, step_n=step_n, workspace_stages=stages)
 
 
 def step_to_dict(step: EpilogueStep) -> dict[str, Any]:
@@ -231,4 +234,6 @@ def to_dict(task: MatmulTask) -> dict[str, Any]:
         for key in ("step_m", "step_n"):  # 1 (no L1 reuse) stays out, as before steps existed
             if getattr(task.tiling, key) != 1:
                 out["tiling"][key] = getattr(task.tiling, key)
+        if task.tiling.workspace_stages != 2:  # the default stays out, as before split chips
+            out["tiling"]["workspace_stages"] = task.tiling.workspace_stages
     return out

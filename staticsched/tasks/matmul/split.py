@@ -4,7 +4,8 @@ The AIC has no path to a UB, so a block's result reaches the epilogue through gl
 as CATLASS's ``MatmulEpilogue`` with its multistage workspace does
 (``shared/reference/graphs-and-split-cores.md`` §1.3):
 
-- each AIC owns a ring of :data:`WORKSPACE_STAGES` output-tile slots in a workspace tensor
+- each AIC owns a ring of ``workspace_stages`` output-tile slots (a tiling field, default 2
+  as CATLASS's ``workspaceStages``; ``tune`` searches 1-3 on a split chip) in a workspace tensor
   (``<task>.ws``, fp16: FixPipe converts from fp32 on the way out, as it does into the
   coupled core's UB); the AIC's k-th block goes to slot ``k mod stages``;
 - FixPipe stores the block into its slot (a ``store`` from the accumulator: on this chip the
@@ -29,9 +30,6 @@ from staticsched.model.opgraph import Tensor
 from staticsched.model.vecops import VECOPS
 from staticsched.tasks.builder import FP16, Builder
 
-#: output-tile slots per AIC in the workspace ring (CATLASS's default ``workspaceStages``)
-WORKSPACE_STAGES = 2
-
 
 def halves(rows: int) -> list[tuple[int, int]]:
     """The row ranges of a block's two AIV halves (the second empty for one row)."""
@@ -53,7 +51,8 @@ class SplitEpilogue:
         self.pm = round_up(plan.tiling.base_m, fm)
         self.pn = round_up(plan.tiling.base_n, fn)
         self.ws = f"{task.id}.ws"
-        slots = WORKSPACE_STAGES * len(self.aics)
+        self.stages = plan.tiling.workspace_stages
+        slots = self.stages * len(self.aics)
         em.workspace(Tensor(self.ws, (slots * self.pm, self.pn), FP16, workspace=True))
         em.output(self.ws, [(k * self.pm, (k + 1) * self.pm) for k in range(slots)], [(0, self.pn)])
         self.done: dict[int, int] = {}  # blocks stored per AIC
@@ -68,7 +67,7 @@ class SplitEpilogue:
         rows, cols = m1 - m0, n1 - n0
         k = self.done.get(core, 0)
         self.done[core] = k + 1
-        slot = k % WORKSPACE_STAGES
+        slot = k % self.stages
         base = (slot * len(self.aics) + self.rank[core]) * self.pm
         em.store(f"{p}.fixpipe", core, l0c, self.ws, ((base, base + rows), (0, cols)),
                  deps=self.readers.get((core, slot), ()))

@@ -32,6 +32,9 @@ class Tiling:
     K step (Ascend's ``TCubeTiling`` ``stepM``/``stepN``): one A tile load in L1 serves the
     ``step_n`` blocks of its row, one B tile load the ``step_m`` blocks of its column, at the
     price of ``step_m * step_n`` accumulators and ``step_m + step_n`` operand tiles live at once.
+
+    ``workspace_stages`` is used on a split chip only: the slots of each AIC's ring in global
+    memory through which its blocks reach the AIVs (:mod:`staticsched.tasks.matmul.split`).
     """
 
     base_m: int
@@ -40,6 +43,7 @@ class Tiling:
     double_buffer: bool = True
     step_m: int = 1
     step_n: int = 1
+    workspace_stages: int = 2
 
     @property
     def buffers(self) -> int:
