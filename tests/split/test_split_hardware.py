@@ -290,3 +290,20 @@ def test_the_summary_profiles_each_core_type_and_the_workspace():
     assert sum(n for n, _ in peaks.values()) == len(cross) > 0
     assert all(1 <= p <= n for n, p in peaks.values())
     assert any(ln.startswith(f"cross-core   : {len(cross)} flags") for ln in lines)
+
+
+def test_no_cross_core_ids_is_refused_with_the_reason_and_one_id_suffices(tmp_path, capsys):
+    text = (resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text()
+    none = tmp_path / "none.toml"
+    none.write_text(text.replace("cross_core_event_ids = 16 ", "cross_core_event_ids = 0 "))
+    out = tmp_path / "out"
+    code = cli.main(["schedule", "examples/matmul_bias_gelu.json", "--hw", str(none), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists() and "Traceback" not in err
+    assert ("edge 'mm.b0.fixpipe' -> 'mm.b0.v1.load' crosses from core 0 to core 1, but "
+            "sync.cross_core_event_ids = 0 leaves no cross-core flag to carry it") in err
+    one = tmp_path / "one.toml"
+    one.write_text(text.replace("cross_core_event_ids = 16 ", "cross_core_event_ids = 1 ")
+                   .replace("cross_core_capacity = 15 ", "cross_core_capacity = 1 "))
+    code = cli.main(["schedule", "examples/chain.json", "--hw", str(one), "-o", str(out)])
+    assert code == 0 and "verification : clean" in capsys.readouterr().out
