@@ -189,6 +189,10 @@ class _Run:
         self.npred = prep.npred[:]
         self.est = [0] * n
         self.pipe_free = [0] * len(prob.pipes)
+        # the pipes free at the current cycle, and the busy ones by when they free up: a chip
+        # of ~100 pipes has a few free at a time, so a start looks at those only
+        self.idle: set[int] = set(range(len(prob.pipes)))
+        self.busy: list[tuple[int, int]] = []
         self.avail: list[list[int]] = [[] for _ in prob.pipes]  # heaps of ranks
         self.waiting = [
             (0, self.rank[i]) for i in range(n) if self.npred[i] == 0 and not self.memory.blocked[i]
@@ -227,8 +231,10 @@ class _Run:
             p = self.prob.pipe_of[self.by_rank[r]]
             heapq.heappush(self.avail[p], r)
             self.dead.discard(p)
-        free = sorted((h[0], p) for p, h in enumerate(self.avail)
-                      if h and self.pipe_free[p] <= t and p not in self.dead)
+        while self.busy and self.busy[0][0] <= t:
+            self.idle.add(heapq.heappop(self.busy)[1])
+        avail = self.avail
+        free = sorted((avail[p][0], p) for p in self.idle if avail[p] and p not in self.dead)
         for _, p in free:
             heap, skipped = self.avail[p], []
             limit = SCAN_LIMIT
@@ -270,7 +276,10 @@ class _Run:
             self.rates[i] = rate
         self.start[i] = t
         self.makespan = max(self.makespan, end)
-        self.pipe_free[self.prob.pipe_of[i]] = end
+        p = self.prob.pipe_of[i]
+        self.pipe_free[p] = end
+        self.idle.discard(p)
+        heapq.heappush(self.busy, (end, p))
         self.done += 1
         for j in self.memory.take(i, placed, end):
             if self.npred[j] == 0 and self.start[j] < 0:

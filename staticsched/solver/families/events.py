@@ -224,6 +224,9 @@ class EventTracker:
         # only binding pools constrain anything; their closed lifetimes' ends, soonest first
         self.binding = [b.binding for b in prob.budgets]
         self.ends: list[tuple[int, int]] = []  # (end, budget) heap
+        # per op, the tokens it produces in binding pools: the only ones full() counts
+        self.bound_tokens = [[prob.tokens[k] for k in ks if self.binding[prob.tokens[k].budget]]
+                             for ks in prep.produces]
 
     def refuses(self, i: int, end: int, start: list[int]) -> bool:
         return self.full(i, end, start) >= 0
@@ -236,10 +239,12 @@ class EventTracker:
 
     def full(self, i: int, end: int, start: list[int]) -> int:
         """-1 if op ``i`` may open its lifetimes, which begin at ``end``; else the full pool."""
+        toks = self.bound_tokens[i]
+        if not toks:
+            return -1
         need: dict[int, int] = {}
-        for k in self.prep.produces[i]:
-            tok = self.prob.tokens[k]
-            if self.prob.budgets[tok.budget].binding and _present(tok, start):
+        for tok in toks:
+            if _present(tok, start):
                 need[tok.budget] = need.get(tok.budget, 0) + 1
         for b, c in need.items():
             live = self.open_count[b] + sum(1 for e in self.closed_ends[b] if e > end)
