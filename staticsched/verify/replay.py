@@ -12,6 +12,13 @@ relation the same in every replay, which is what the race check relies on; a
 set that finds its key at capacity (a binary flag still set, a counter full) is
 recorded as a double set.
 
+On a split chip whose cross-core wait stalls its whole core
+(``sync.cross_core_wait_stalls_core``, Ascend A2/A3), a core's instructions issue in the
+core-level order the program's cycles give (cycle, then stream, then position: the order
+the nominal run issued them in), and a cross-core wait not yet passed holds back every
+later instruction of its core, on every pipe; instructions already issued keep running
+(docs/program-format.md, "Whole-core waits").
+
 When every unfinished stream waits, the replay records a :class:`Stuck` state
 with its wait-for chain, force-releases one wait (matched to nothing) and goes
 on, so that one deadlock does not hide every later problem.
@@ -102,11 +109,14 @@ def simulate(
     key_of = ix.key_of
     capacity = ix.capacity
     stream_of = ix.stream_of
+    stall = _CoreStall(ix) if ix.hw.split and ix.hw.sync.cross_core_wait_stalls_core else None
 
     def schedule(s: int) -> None:
         if pc[s] >= len(gids[s]):
             return
         g = gids[s][pc[s]]
+        if stall is not None and stall.holds(s, g):
+            return
         t = free[s]
         if timed and cycle[g] > t:
             t = cycle[g]
@@ -180,13 +190,18 @@ def simulate(
                 rep.matched[g] = sets[i][0]
                 done[k] = i + 1
                 rep.start[g] = rep.end[g] = free[s] = t
+                if stall is not None:
+                    issue(s, g)
+                    for s2 in stall.passed(s, g):
+                        schedule(s2)
+                    continue
             issue(s, g)
         waiting = [s for s in range(nstreams) if pc[s] < len(gids[s])]
         if not waiting:
             break
         # every waiting pipe is blocked from the moment it became free; the state is final then
         now = max(now, *(free[x] for x in waiting))
-        s, stuck = _stuck_state(ix, waiting, pc, fired, done, now)
+        s, stuck = _stuck_state(ix, waiting, pc, fired, done, now, stall)
         rep.stuck_count += 1
         if len(rep.stuck) < MAX_STUCK:
             rep.stuck.append(stuck)
@@ -196,7 +211,62 @@ def simulate(
         blocked[k] = [x for x in blocked.get(k, ()) if x != s]
         rep.start[g] = rep.end[g] = free[s] = now
         issue(s, g)
+        if stall is not None:
+            for s2 in stall.passed(s, g):
+                schedule(s2)
     return rep
+
+
+class _CoreStall:
+    """The whole-core stall of a cross-core wait: per core, its cross-core waits not yet
+    passed in core-level order, and the streams held back by the first of them."""
+
+    def __init__(self, ix: ProgramIndex) -> None:
+        self.ix = ix
+        self.order: dict[int, tuple[int, int, int]] = {}
+        self.pending: dict[int, list[tuple[tuple[int, int, int], int]]] = {}
+        self.held: dict[int, list[int]] = {}
+        self.done: set[int] = set()
+        for s, gl in enumerate(ix.stream_gids):
+            core = ix.streams[s].core
+            for pos, g in enumerate(gl):
+                if ix.role[g] == WAIT and ix.key_of[g] is not None and ix.key_of[g][0] == "cross":
+                    key = (ix.cycle[g], s, pos)
+                    self.order[g] = key
+                    self.pending.setdefault(core, []).append((key, g))
+        for lst in self.pending.values():
+            heapq.heapify(lst)
+        self.pos_of = ix.pos_of
+
+    def first(self, core: int) -> int | None:
+        """The first cross-core wait of ``core`` (core-level order) not yet passed."""
+        h = self.pending.get(core)
+        while h and h[0][1] in self.done:
+            heapq.heappop(h)
+        return h[0][1] if h else None
+
+    def holds(self, s: int, g: int) -> bool:
+        """Whether the next instruction ``g`` of stream ``s`` is held back (and ``s`` parked)."""
+        core = self.ix.streams[s].core
+        w = self.first(core)
+        if w is None or w == g or (self.ix.cycle[g], s, self.pos_of[g]) < self.order[w]:
+            return False
+        self.held.setdefault(core, []).append(s)
+        return True
+
+    def holder(self, s: int, g: int) -> int | None:
+        """The wait that holds back ``g`` on stream ``s``, if one does."""
+        w = self.first(self.ix.streams[s].core)
+        if w is None or w == g or (self.ix.cycle[g], s, self.pos_of[g]) < self.order[w]:
+            return None
+        return w
+
+    def passed(self, s: int, g: int) -> list[int]:
+        """Wait ``g`` of stream ``s`` has passed: the streams of its core to reschedule."""
+        if g not in self.order:
+            return []
+        self.done.add(g)
+        return self.held.pop(self.ix.streams[s].core, [])
 
 
 def _stuck_state(
@@ -206,6 +276,7 @@ def _stuck_state(
     fired: dict[Key, list[tuple[int, int]]],
     done: dict[Key, int],
     now: int,
+    stall: _CoreStall | None = None,
 ) -> tuple[int, Stuck]:
     """Explain a state where every stream in ``waiting`` is blocked; pick the wait to force open.
 
@@ -229,6 +300,11 @@ def _stuck_state(
         seen[s] = len(order)
         order.append(s)
         g = head[s]
+        w = stall.holder(s, g) if stall is not None else None
+        if w is not None:  # held back by its core's first cross-core wait not yet passed
+            parts.append(f"{ix.describe(g)} is held by the whole-core wait {ix.describe(w)}, and")
+            s = ix.stream_of[w]
+            continue
         k = ix.key_of[g]
         i = done.get(k, 0)
         setter = _next_setter(ix, k, pc, len(fired.get(k, ())), i)
@@ -247,7 +323,10 @@ def _stuck_state(
         s = s2
     chain = f"at cycle {now} every unfinished pipe waits: " + " ".join(parts)
     if cyclic:
-        release = min(cycle_streams)
+        # force open a wait of the cycle (a stream held by a whole-core wait has no wait ahead)
+        waits = [x for x in cycle_streams if ix.role[head[x]] == WAIT and
+                 (stall is None or stall.holder(x, head[x]) is None)]
+        release = min(waits or cycle_streams)
         involved = [head[x] for x in cycle_streams]
     else:
         release = order[-1]

@@ -307,3 +307,49 @@ def test_no_cross_core_ids_is_refused_with_the_reason_and_one_id_suffices(tmp_pa
                    .replace("cross_core_capacity = 15 ", "cross_core_capacity = 1 "))
     code = cli.main(["schedule", "examples/chain.json", "--hw", str(one), "-o", str(out)])
     assert code == 0 and "verification : clean" in capsys.readouterr().out
+
+
+_STALL_PROGRAM = """format staticsched.program 1
+hw ascend-a2
+mode flags
+makespan 600
+item u core=1 space=UB offset=0 bytes=64 live=0:200 dtype="" shape=-
+stream 0 FIXPIPE 2
+  {aic_wait} WAIT_CROSS 1 0
+  {aic_set} SET_CROSS 1 0
+stream 1 MTE2 1
+  {aiv_wait} WAIT_CROSS 0 0
+stream 1 MTE3 2
+  0 OP st 200 -> u
+  200 SET_CROSS 0 0
+end
+"""
+
+
+def _stall_program(**cycles):
+    from staticsched.formats.program_text import parse_program_text
+
+    return parse_program_text(_STALL_PROGRAM.format(**cycles))
+
+
+def test_a_whole_core_wait_holds_back_the_core_s_later_instructions(tmp_path):
+    # AIV core 1 waits (MTE2) for the AIC, whose wait needs core 1's MTE3 set first. Per pipe
+    # that runs; on A2 a cross-core wait stalls every pipe of its core, so when the program's
+    # cycles put the wait first, core 1's MTE3 never issues: a deadlock through the stall
+    from staticsched.verify import verify
+
+    # the cycles of the nominal run (cross-core latency 200): the AIV's wait placed in its
+    # core's order where it passes, after the MTE3 op and set have issued
+    ok = _stall_program(aic_wait=400, aic_set=400, aiv_wait=600)
+    assert verify(ok, "ascend-a2").ok
+    hung = _stall_program(aic_wait=400, aic_set=400, aiv_wait=0)  # the wait placed first
+    report = verify(hung, "ascend-a2")
+    dead = [f for f in report.findings if f.check == "deadlock"]
+    assert dead and "held by the whole-core wait" in dead[0].message, report.text()
+    text = (resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text()
+    per_pipe = tmp_path / "a2_per_pipe.toml"
+    per_pipe.write_text(text.replace("cross_core_wait_stalls_core = true",
+                                     "cross_core_wait_stalls_core = false"))
+    # a per-pipe wait (as on the 950) holds back its own pipe only: no deadlock, only a late
+    # wait (its cycle is not where the program put it)
+    assert not [f for f in verify(hung, str(per_pipe)).findings if f.check == "deadlock"]
