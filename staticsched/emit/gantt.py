@@ -75,7 +75,8 @@ def render_gantt(schedule: Schedule) -> str:
         f"{schedule.status}, {len(schedule.ops)} ops"
     )
     top = 30 + 14 * len(notes) + 20
-    lanes = [(c, u) for c in cores for u in units]
+    # a split chip's core has the lanes of its type only (an AIV has no Cube)
+    lanes = [(c, u) for c in cores for u in units if hw.core_has_unit(c, u)]
     uses = link_usage(schedule)
     height = top + (len(lanes) + len(uses)) * (_LANE_H + _LANE_GAP) + 10
     width = _LABEL_W + _PLOT_W + _RIGHT
@@ -96,7 +97,8 @@ def render_gantt(schedule: Schedule) -> str:
         by_lane[(t.core, t.unit)].append(t)
     for k, (core, unit) in enumerate(lanes):
         y = top + k * (_LANE_H + _LANE_GAP)
-        label = f"c{core}.{unit}"
+        ct = hw.core_type(core)
+        label = f"c{core}.{unit}" if ct is None else f"c{core} {ct.name}.{unit}"
         out.append(f'<text x="4" y="{y + _LANE_H - 3}">{_text(label)}</text>')
         out.append(
             f'<rect x="{_LABEL_W}" y="{y}" width="{_PLOT_W}" height="{_LANE_H}" fill="#f4f4f4"><title>'

@@ -35,9 +35,14 @@ def trace_lines(schedule: Schedule) -> list[str]:
     cores = sorted({t.core for t in schedule.ops} | {p.core for p in schedule.items})
     lines: list[str] = []
     for c in cores:
-        lines.append(_meta("process_name", c, 0, "name", _q(f"core {c}")))
+        ct = hw.core_type(c)
+        # a split chip's core says its type and cluster, and has the threads of its pipes only
+        name = f"core {c}" if ct is None else f"core {c} {ct.name} (cluster {hw.cluster_of(c)})"
+        lines.append(_meta("process_name", c, 0, "name", _q(name)))
         lines.append(_meta("process_sort_index", c, 0, "sort_index", str(c)))
         for unit, k in tid.items():
+            if not hw.core_has_unit(c, unit):
+                continue
             lines.append(_meta("thread_name", c, k, "name", _q(unit)))
             lines.append(_meta("thread_sort_index", c, k, "sort_index", str(k)))
     by_id = {}

@@ -159,6 +159,17 @@ def test_a_split_core_opgraph_schedules_and_verifies_on_ascend_a2(tmp_path, caps
     assert (0, "FIXPIPE") in cores and (1, "VECTOR") in cores and (2, "MTE3") in cores
     kinds = [i["kind"] for st in program["streams"] for i in st["instrs"]]
     assert "set_cross" in kinds and "wait_cross" in kinds
+    # the pictures: AIC and AIV lanes, only the pipes each has, and cross-core flows
+    gantt = (out / "gantt.svg").read_text()
+    assert "c0 AIC.CUBE" in gantt and "c1 AIV.VECTOR" in gantt and "c1 AIV.CUBE" not in gantt
+    events = json.loads((out / "trace.json").read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names[0] == "core 0 AIC (cluster 0)" and names[2] == "core 2 AIV (cluster 0)"
+    threads = {(e["pid"], e["args"]["name"]) for e in events if e.get("name") == "thread_name"}
+    assert (1, "VECTOR") in threads and (1, "CUBE") not in threads
+    starts = {e["id"]: e["pid"] for e in events if e.get("ph") == "s"}
+    ends = {e["id"]: e["pid"] for e in events if e.get("ph") == "f"}
+    assert any(starts[i] != ends[i] for i in starts)  # a flow from one core to another
 
 
 # --------------------------------------------------------------------------- matmul on split cores
