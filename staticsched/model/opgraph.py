@@ -209,6 +209,9 @@ class OpGraph:
         pr = Problems()
         units = set(hw.unit_names)
         seen: set[str] = set()
+        # the cost model's duration per distinct (kind, attributes, operand shapes): a chip's
+        # ops repeat a few shapes (every 128^3 mmad costs the same)
+        costs: dict[tuple, int] = {}
         for op in self.ops:
             if op.id in seen:
                 pr.add(f"op '{op.id}': duplicate id")
@@ -240,8 +243,9 @@ class OpGraph:
                 if kind is None:
                     pr.add(f"op '{op.id}': unknown kind '{op.kind}' (kinds: {', '.join(KINDS)})")
                 else:
-                    self._check_kind(op, kind, hw, pr)
+                    self._check_kind(op, kind, hw, pr, costs)
         names: set[str] = set()
+        spaces = {s.name: s for s in hw.spaces}
         for it in self.items:
             if it.name in names:
                 pr.add(f"item '{it.name}': duplicate name")
@@ -249,13 +253,13 @@ class OpGraph:
             if it.bytes < 0:
                 pr.add(f"item '{it.name}': bytes must be >= 0, got {it.bytes}")
             if it.space:
-                if not hw.has_space(it.space):
+                sp = spaces.get(it.space)
+                if sp is None:
                     pr.add(
                         f"item '{it.name}': unknown space '{it.space}' "
                         f"(hardware '{hw.name}' has {', '.join(hw.space_names)})"
                     )
                 else:
-                    sp = hw.space(it.space)
                     if sp.bounded and it.bytes > sp.capacity:
                         pr.add(
                             f"item '{it.name}': {it.bytes} bytes do not fit space "
@@ -268,7 +272,7 @@ class OpGraph:
             if first_mode == "r" and not any(m == "w" and i == first_i for i, m in acc):
                 pr.add(f"item '{name}': read by op '{self.ops[first_i].id}' before any op writes it")
             it = self.item_map[name]
-            if it.space and hw.has_space(it.space) and hw.space(it.space).bounded:
+            if it.space and it.space in spaces and spaces[it.space].bounded:
                 cores = sorted({self.ops[i].core for i, _ in acc})
                 if len(cores) > 1:
                     pr.add(f"item '{name}' in core-local space '{it.space}' is accessed from cores {cores}")
@@ -281,7 +285,7 @@ class OpGraph:
             self._check_cycles(pr)
         pr.raise_if_any(GraphError)
 
-    def _check_kind(self, op: Op, kind, hw: Hardware, pr: Problems) -> None:
+    def _check_kind(self, op: Op, kind, hw: Hardware, pr: Problems, costs: dict[tuple, int]) -> None:
         a = op.attr
         lo, hi = kind.read_range(a)
         if not (lo <= len(op.reads) <= hi):
@@ -304,11 +308,19 @@ class OpGraph:
             return
         # a kinded op's duration is the cost model's: the verifier's cost check holds every
         # program to it, so a disagreement is cheaper to report here than after solving
+        key = (kind.name, op.attrs, tuple(reads), tuple(writes))
         try:
-            want = kind.duration(hw, a, reads, writes)
-        except (InputError, KeyError, ValueError) as exc:
-            pr.add(f"op '{op.id}': kind '{kind.name}' has no cost on hardware '{hw.name}': {exc}")
-            return
+            want = costs.get(key)
+        except TypeError:  # an unhashable attribute value: no memo for this op
+            key, want = None, None
+        if want is None:
+            try:
+                want = kind.duration(hw, a, reads, writes)
+            except (InputError, KeyError, ValueError) as exc:
+                pr.add(f"op '{op.id}': kind '{kind.name}' has no cost on hardware '{hw.name}': {exc}")
+                return
+            if key is not None:
+                costs[key] = want
         if op.duration != want:
             pr.add(
                 f"op '{op.id}': duration {op.duration} disagrees with the cost model of "
