@@ -13,7 +13,7 @@ from staticsched.model.schedule import Schedule
 def profile_by_type(schedule: Schedule, busy: Mapping[tuple[int, str], int]) -> list[dict]:
     """Per core type: its cores, the mean active % of each of its pipes over those cores, and
     the mean idle % (no pipe of the core busy), over the makespan."""
-    hw, ms = schedule.hw, max(1, schedule.makespan)
+    hw, ms = schedule.hw, max(1, schedule.makespan, schedule.plan_makespan)
     spans: dict[int, list[tuple[int, int]]] = {}
     for t in schedule.ops:
         spans.setdefault(t.core, []).append((t.start, t.end))
@@ -65,7 +65,8 @@ def split_lines(schedule: Schedule, plan: SyncPlan, busy: Mapping[tuple[int, str
     hw = schedule.hw
     if not hw.split:
         return []
-    lines = ["profile      : active % per pipe and idle %, mean over the cores of each type"]
+    lines = ["profile      : active % per pipe and idle %, mean over the cores of each type "
+             "(of the timetable, as the utilisation)"]
     for row in profile_by_type(schedule, busy):
         pipes = "  ".join(f"{u.lower()} {100 * a:5.1f}%" for u, a in row["active"].items())
         lines.append(f"  {row['type']:<4} x{row['cores']:<3} {pipes}  idle {100 * row['idle']:5.1f}%")
