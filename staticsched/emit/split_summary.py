@@ -17,12 +17,19 @@ def profile_by_type(schedule: Schedule, busy: Mapping[tuple[int, str], int]) -> 
     spans: dict[int, list[tuple[int, int]]] = {}
     for t in schedule.ops:
         spans.setdefault(t.core, []).append((t.start, t.end))
+    # the cost model's durations (a transfer at its path's full rate): the work of a pipe,
+    # which no schedule can finish sooner than
+    work: dict[tuple[int, str], int] = {}
+    for op in schedule.graph.ops:
+        work[(op.core, op.unit)] = work.get((op.core, op.unit), 0) + op.duration
     out = []
     for ct in hw.core_types:
         cores = hw.cores_of_type(ct.name)
         active = {u: sum(busy.get((c, u), 0) for c in cores) / (len(cores) * ms) for u in ct.units}
         idle = sum(ms - _covered(spans.get(c, [])) for c in cores) / (len(cores) * ms)
-        out.append({"type": ct.name, "cores": len(cores), "active": active, "idle": idle})
+        bound, pipe = max(((work.get((c, u), 0), u) for c in cores for u in ct.units), default=(0, "-"))
+        out.append({"type": ct.name, "cores": len(cores), "active": active, "idle": idle,
+                    "bound": bound, "bound_pipe": pipe})
     return out
 
 
@@ -69,7 +76,8 @@ def split_lines(schedule: Schedule, plan: SyncPlan, busy: Mapping[tuple[int, str
              "(of the timetable, as the utilisation)"]
     for row in profile_by_type(schedule, busy):
         pipes = "  ".join(f"{u.lower()} {100 * a:5.1f}%" for u, a in row["active"].items())
-        lines.append(f"  {row['type']:<4} x{row['cores']:<3} {pipes}  idle {100 * row['idle']:5.1f}%")
+        lines.append(f"  {row['type']:<4} x{row['cores']:<3} {pipes}  idle {100 * row['idle']:5.1f}%  "
+                     f"bound {row['bound']} ({row['bound_pipe'].lower()} work of its busiest core)")
     for t in schedule.graph.tensors:
         if t.workspace:
             nbytes = t.shape[0] * t.shape[1] * DTYPE_BYTES[t.dtype]

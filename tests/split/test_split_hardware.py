@@ -295,6 +295,11 @@ def test_the_summary_profiles_each_core_type_and_the_workspace():
     aiv = next(ln for ln in lines if ln.startswith("  AIV  x48"))
     assert "cube" in aic and "vector" not in aic and "vector" in aiv and "cube" not in aiv
     assert "idle" in aic and "idle" in aiv
+    # a lower bound per core type: its busiest core's busiest pipe, at the cost model's rates
+    bound = int(aic.split("bound ")[1].split()[0])
+    cube = max(sum(op.duration for op in compiled.graph.ops if (op.core, op.unit) == (c, u))
+               for c in range(0, 72, 3) for u in ("MTE2", "MTE1", "CUBE", "FIXPIPE"))
+    assert bound == cube <= compiled.schedule.makespan
     assert any(ln.startswith("workspace    : mm.ws 6144x128 float16, 1.50 MiB") for ln in lines)
     peaks = flag_peaks(compiled.schedule, compiled.plan)
     cross = [f for f in compiled.plan.flags if f.kind == "cross"]
