@@ -9,13 +9,14 @@ import tomllib
 from collections import Counter
 from importlib import resources
 
-from common import examples
+from common import THOROUGH, examples
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 from strategies import taskgraphs
 
 from staticsched.api import compile_graph
 from staticsched.errors import GraphError
+from staticsched.frontend.lowering import estimate_ops, plan_tasks
 from staticsched.frontend.taskgraph import dumps_taskgraph, taskgraph_from_dict
 from staticsched.model.hardware_toml import hardware_from_dict
 from staticsched.verify import verify
@@ -49,7 +50,10 @@ def test_random_graphs_on_random_split_chips_verify_clean(record_stat):
                 task["tiling"]["workspace_stages"] = stages
         tg = taskgraph_from_dict(graph)
         try:
-            compiled = compile_graph(tg, hw, method="list")
+            # a few thousand micro-ops by default (a big draw on one cluster took a minute)
+            assume(estimate_ops(plan_tasks(tg, hw)) <= (40_000 if THOROUGH else 4_000))
+            # a list schedule stuck on the id budgets is rescued by CP-SAT within the limit
+            compiled = compile_graph(tg, hw, method="list", time_limit=5.0)
         except GraphError as exc:
             # attention and row reductions in epilogues are not lowered onto split cores yet
             assume("not lowered onto split cores yet" not in str(exc))
