@@ -43,7 +43,8 @@ def _active(compiled, engine: str) -> float:
     hw, sched = compiled.schedule.hw, compiled.schedule
     model = hw.cube if engine == "cube" else hw.vector
     cores = hw.engine_cores(engine)
-    busy = sum(t.end - t.start for t in sched.ops if t.unit == model.unit and t.core in set(cores))
+    on = set(cores)
+    busy = sum(t.end - t.start for t in sched.ops if t.unit == model.unit and t.core in on)
     return 100.0 * busy / (len(cores) * max(1, sched.makespan))
 
 

@@ -247,11 +247,9 @@ class _CoreStall:
 
     def holds(self, s: int, g: int) -> bool:
         """Whether the next instruction ``g`` of stream ``s`` is held back (and ``s`` parked)."""
-        core = self.ix.streams[s].core
-        w = self.first(core)
-        if w is None or w == g or (self.ix.cycle[g], s, self.pos_of[g]) < self.order[w]:
+        if self.holder(s, g) is None:
             return False
-        self.held.setdefault(core, []).append(s)
+        self.held.setdefault(self.ix.streams[s].core, []).append(s)
         return True
 
     def holder(self, s: int, g: int) -> int | None:

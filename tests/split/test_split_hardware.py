@@ -17,10 +17,21 @@ from staticsched.errors import GraphError, HardwareError
 from staticsched.model.hardware_toml import hardware_from_dict, load_hardware
 from staticsched.model.opgraph import Item, Op, OpGraph
 
+_A2_TEXT = (resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text()
+
 
 def _a2() -> dict:
-    text = (resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text()
-    return tomllib.loads(text)
+    return tomllib.loads(_A2_TEXT)
+
+
+def _a2_file(path, *edits: tuple[str, str]) -> str:
+    """The ascend-a2 preset with text ``edits`` (old, new) written to ``path``."""
+    text = _A2_TEXT
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    path.write_text(text)
+    return str(path)
 
 
 def test_ascend_a2_is_24_clusters_of_one_aic_and_two_aivs():
@@ -100,11 +111,9 @@ def test_bad_split_definitions_are_one_line_each(mutate, needle):
 
 
 def test_a_bad_split_hardware_file_exits_2_in_one_line(tmp_path, capsys):
-    text = (resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text()
-    hw = tmp_path / "a2.toml"
-    hw.write_text(text.replace("clusters = 24", "clusters = 0"))
+    hw = _a2_file(tmp_path / "a2.toml", ("clusters = 24", "clusters = 0"))
     out = tmp_path / "out"
-    code = cli.main(["schedule", "examples/split_pipeline_opgraph.json", "--hw", str(hw), "-o", str(out)])
+    code = cli.main(["schedule", "examples/split_pipeline_opgraph.json", "--hw", hw, "-o", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and not out.exists()
     assert "clusters = 0: a chip with core types needs at least one cluster" in err
@@ -176,10 +185,7 @@ def test_a_split_core_opgraph_schedules_and_verifies_on_ascend_a2(tmp_path, caps
 
 
 def _small_a2(tmp_path, clusters: int = 2):
-    text = (resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text()
-    path = tmp_path / "a2small.toml"
-    path.write_text(text.replace("clusters = 24", f"clusters = {clusters}"))
-    return load_hardware(str(path))
+    return load_hardware(_a2_file(tmp_path / "a2small.toml", ("clusters = 24", f"clusters = {clusters}")))
 
 
 def _matmul_graph(m: int, n: int, k: int, epilogue=()) -> dict:
@@ -309,19 +315,16 @@ def test_the_summary_profiles_each_core_type_and_the_workspace():
 
 
 def test_no_cross_core_ids_is_refused_with_the_reason_and_one_id_suffices(tmp_path, capsys):
-    text = (resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text()
-    none = tmp_path / "none.toml"
-    none.write_text(text.replace("cross_core_event_ids = 16 ", "cross_core_event_ids = 0 "))
+    none = _a2_file(tmp_path / "none.toml", ("cross_core_event_ids = 16 ", "cross_core_event_ids = 0 "))
     out = tmp_path / "out"
-    code = cli.main(["schedule", "examples/matmul_bias_gelu.json", "--hw", str(none), "-o", str(out)])
+    code = cli.main(["schedule", "examples/matmul_bias_gelu.json", "--hw", none, "-o", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and not out.exists() and "Traceback" not in err
     assert ("edge 'mm.b0.fixpipe' -> 'mm.b0.v1.load' crosses from core 0 to core 1, but "
             "sync.cross_core_event_ids = 0 leaves no cross-core flag to carry it") in err
-    one = tmp_path / "one.toml"
-    one.write_text(text.replace("cross_core_event_ids = 16 ", "cross_core_event_ids = 1 ")
-                   .replace("cross_core_capacity = 15 ", "cross_core_capacity = 1 "))
-    code = cli.main(["schedule", "examples/chain.json", "--hw", str(one), "-o", str(out)])
+    one = _a2_file(tmp_path / "one.toml", ("cross_core_event_ids = 16 ", "cross_core_event_ids = 1 "),
+                   ("cross_core_capacity = 15 ", "cross_core_capacity = 1 "))
+    code = cli.main(["schedule", "examples/chain.json", "--hw", one, "-o", str(out)])
     assert code == 0 and "verification : clean" in capsys.readouterr().out
 
 
@@ -362,10 +365,8 @@ def test_a_whole_core_wait_holds_back_the_core_s_later_instructions(tmp_path):
     report = verify(hung, "ascend-a2")
     dead = [f for f in report.findings if f.check == "deadlock"]
     assert dead and "held by the whole-core wait" in dead[0].message, report.text()
-    text = (resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text()
-    per_pipe = tmp_path / "a2_per_pipe.toml"
-    per_pipe.write_text(text.replace("cross_core_wait_stalls_core = true",
-                                     "cross_core_wait_stalls_core = false"))
+    per_pipe = _a2_file(tmp_path / "a2_per_pipe.toml",
+                        ("cross_core_wait_stalls_core = true", "cross_core_wait_stalls_core = false"))
     # a per-pipe wait (as on the 950) holds back its own pipe only: no deadlock, only a late
     # wait (its cycle is not where the program put it)
-    assert not [f for f in verify(hung, str(per_pipe)).findings if f.check == "deadlock"]
+    assert not [f for f in verify(hung, per_pipe).findings if f.check == "deadlock"]

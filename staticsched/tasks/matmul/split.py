@@ -48,6 +48,9 @@ class SplitEpilogue:
         self.plan, self.em = plan, em
         self.aics = hw.engine_cores("cube")
         self.rank = {c: k for k, c in enumerate(self.aics)}
+        self.aivs: dict[int, list[int]] = {}  # cluster -> its Vector cores
+        for c in hw.engine_cores("vector"):
+            self.aivs.setdefault(hw.cluster_of(c), []).append(c)
         self.pm = round_up(plan.tiling.base_m, fm)
         self.pn = round_up(plan.tiling.base_n, fn)
         self.ws = f"{task.id}.ws"
@@ -72,9 +75,8 @@ class SplitEpilogue:
         em.store(f"{p}.fixpipe", core, l0c, self.ws, ((base, base + rows), (0, cols)),
                  deps=self.readers.get((core, slot), ()))
         cluster = hw.cluster_of(core) * hw.cluster_size
-        aivs = [c for c in range(cluster, cluster + hw.cluster_size) if c in set(hw.engine_cores("vector"))]
         loads = []
-        for v, (a0, a1) in zip(aivs, halves(rows), strict=False):
+        for v, (a0, a1) in zip(self.aivs[hw.cluster_of(core)], halves(rows), strict=False):
             if a1 <= a0:
                 continue
             q = f"{p}.v{v - cluster}"
