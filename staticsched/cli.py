@@ -165,6 +165,9 @@ def _parser() -> argparse.ArgumentParser:
     tn.add_argument("--steps", action="store_true",
                     help="also search the matmul's L1 reuse steps step_m/step_n in 1, 2, 4 (up to 9x "
                     "the tilings; slower: the cheap bound does not yet credit what reuse saves)")
+    tn.add_argument("--no-split-k", dest="split_k", action="store_false",
+                    help="do not search split_k (by default tilings whose blocks leave Cube cores idle "
+                    "are also tried with K split over several cores)")
     tn.add_argument("--jobs", type=int, default=1, help="local worker processes (1)")
     tn.add_argument("--ray", metavar="auto|ADDRESS", default=None,
                     help="schedule candidates as Ray tasks ('auto' or a cluster address; needs "
@@ -302,6 +305,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             method=args.method, mode=args.mode, op_budget=_budget(args), wall_clock=args.wall_clock,
             link_policy=args.link_policy, gap=args.gap, max_candidates=args.max_candidates,
             polish=args.polish, jobs=args.jobs, ray=args.ray, progress=rep, steps=args.steps,
+            split_k=args.split_k,
         )
     return _finish(args, hw, tuned.best, rep, lambda choice: tuned.write(args.outdir, outputs=choice),
                    tuned.summary_lines())

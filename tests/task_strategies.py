@@ -93,6 +93,12 @@ def matmul(
             while sm * sn * base * base > L0C_GROUP_ELEMENTS:
                 sm, sn = (sm - 1, sn) if sm >= sn else (sm, sn - 1)
             task["tiling"]["step_m"], task["tiling"]["step_n"] = sm, sn
+            # split-K over up to 4 cores (single blocks only; 64x64 tiles with three fp32
+            # reduction tiles and epilogue operands could outgrow the vector buffer)
+            if (sm, sn) == (1, 1) and base <= 32:
+                split = min(draw(st.integers(1, 4), label="split_k"), -(-k // base))
+                if split > 1:
+                    task["tiling"]["split_k"] = split
     return task
 
 

@@ -1,12 +1,12 @@
 """The summary lines of a split chip (AIC and AIV cores): the seed's profile table (§4.4) per
-core type, the workspace rings, and the cross-core flags with their peak counter values."""
+core type and the cross-core flags with their peak counter values (the workspaces:
+:mod:`staticsched.emit.workspace_summary`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from staticsched.emit.sync import SyncPlan
-from staticsched.model.hardware import DTYPE_BYTES
 from staticsched.model.schedule import Schedule
 
 
@@ -68,7 +68,7 @@ def flag_peaks(schedule: Schedule, plan: SyncPlan) -> dict[tuple[int, int, int],
 
 
 def split_lines(schedule: Schedule, plan: SyncPlan, busy: Mapping[tuple[int, str], int]) -> list[str]:
-    """The profile per core type, the workspaces and the cross-core flags of a split chip."""
+    """The profile per core type and the cross-core flags of a split chip."""
     hw = schedule.hw
     if not hw.split:
         return []
@@ -78,11 +78,6 @@ def split_lines(schedule: Schedule, plan: SyncPlan, busy: Mapping[tuple[int, str
         pipes = "  ".join(f"{u.lower()} {100 * a:5.1f}%" for u, a in row["active"].items())
         lines.append(f"  {row['type']:<4} x{row['cores']:<3} {pipes}  idle {100 * row['idle']:5.1f}%  "
                      f"bound {row['bound']} ({row['bound_pipe'].lower()} work of its busiest core)")
-    for t in schedule.graph.tensors:
-        if t.workspace:
-            nbytes = t.shape[0] * t.shape[1] * DTYPE_BYTES[t.dtype]
-            lines.append(f"workspace    : {t.name} {t.shape[0]}x{t.shape[1]} {t.dtype}, "
-                         f"{nbytes / 2**20:.2f} MiB (a ring of output-tile slots per AIC)")
     peaks = flag_peaks(schedule, plan)
     if peaks:
         ids = len(peaks)

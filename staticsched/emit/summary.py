@@ -6,6 +6,7 @@ import json
 
 from staticsched.emit.split_summary import split_lines
 from staticsched.emit.sync import SyncPlan
+from staticsched.emit.workspace_summary import workspace_lines
 from staticsched.model.schedule import Schedule
 
 #: above this many cores, utilisation is shown as min/mean/max over cores per pipe
@@ -80,6 +81,7 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
         many = len(cores) > COMPACT_CORES or len(s.ids_used) > 12
         lines.append("event ids    : " + ", ".join(_ids_used(plan, compact=many)))
     lines += split_lines(schedule, plan, busy)
+    lines += workspace_lines(schedule)
     lines += traffic_lines(schedule)
     tilings = tiling_lines(schedule)
     if tilings:

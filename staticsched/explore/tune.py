@@ -72,6 +72,8 @@ class TuneOptions:
     polish: int = 3
     #: also search the matmul's L1 reuse steps (step_m, step_n in 1, 2, 4)
     steps: bool = False
+    #: also search split-K (``split_k``) where a tiling's blocks leave Cube cores idle
+    split_k: bool = True
 
 
 @attrs.define
@@ -203,7 +205,7 @@ class Search:
     def tune_task(self, task: Any) -> None:
         """One coordinate: every legal tiling of ``task``, the other tasks as they are."""
         hw, opts = self.hw, self.opts
-        tilings = candidates(task, hw, steps=opts.steps)
+        tilings = candidates(task, hw, steps=opts.steps, split_k=opts.split_k)
         self.legal.append((task.id, len(tilings)))
         now = tiling_label(self.current[task.id])
         self.rep.line(f"[tune] {task.id}: {len(tilings)} legal tilings (now {now}), scheduled in bound order")
@@ -346,6 +348,7 @@ def tune(
     ray: str | None = None,
     progress: Progress | Callable[[str], None] | None = None,
     steps: bool = False,
+    split_k: bool = True,
 ) -> Any:
     """Search the tilings of a task graph's tasks for the shortest schedule.
 
@@ -386,6 +389,9 @@ def tune(
         Also search the matmul's L1 reuse steps (``step_m``/``step_n`` in 1, 2, 4): up to 9
         times the tilings, and the cheap bound does not yet credit what reuse saves, so the
         search lowers many more candidates (minutes on a 1000x777 GEMM).
+    split_k : bool
+        Also search ``split_k`` (K chunks on several cores, a reduction after) for tilings
+        whose blocks leave Cube cores idle; ``False`` keeps every block's K loop on one core.
 
     Returns
     -------
@@ -416,7 +422,8 @@ def tune(
         raise InputError(f"{source or 'graph'}: tune needs a TaskGraph, got {what} (no tiling to choose)")
     opts = TuneOptions(method=method, mode=mode, time_limit=time_limit, seed=seed, workers=workers,
                        wall_clock=wall_clock, link_policy=link_policy, gap=gap, op_budget=op_budget,
-                       max_candidates=max_candidates, polish=polish, steps=steps)
+                       max_candidates=max_candidates, polish=polish, steps=steps,
+                       split_k=split_k)
     try:
         return run_tune(graph, hw, opts, compile_graph, jobs=jobs, ray_address=ray, progress=rep,
                         source=source)

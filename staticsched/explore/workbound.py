@@ -163,10 +163,25 @@ class MatmulBounds:
             op("load", a, (), (l1,)), op("move", {"rows": rows, "cols": cols}, (l1,), (l0,)))
         return got
 
-    def _block(self, r: int, c: int, depths: Counter, steps: tuple[int, int]) -> _Block:
+    def _bare(self, r: int, c: int) -> tuple[dict[str, int], int, int, int]:
+        """A block's end on its Cube core when the rest runs elsewhere (a split-K chunk; any
+        block on a split chip): FixPipe only."""
+        op = self.op
+        pm, pn = round_up(r, self.fractal[0]), round_up(c, self.fractal[1])
+        acc = op.item("accumulator", FP32, pm, pn)
+        if self.hw.split:  # FixPipe's store from the accumulator to global memory
+            unit, fix = op("store", {"tensor": self.task.out, "region": ((0, r), (0, c))}, (acc,), ())
+        else:
+            unit, fix = op("fixpipe", {"rows": r, "cols": c}, (acc,), (op.item("vector", FP16, pm, pn),))
+        return {unit: fix}, fix, fix, fix
+
+    def _block(self, r: int, c: int, depths: Counter, steps: tuple[int, int], bare: bool = False) -> _Block:
         step_m, step_n = steps
         scale = step_m * step_n
-        epi, after, epi_tail, fix = self._epilogue(r, c)
+        # on a split chip the epilogue runs on the AIVs, whose pipes share names with the AIC's:
+        # only the AIC's FixPipe store is counted there
+        bare = bare or self.hw.split
+        epi, after, epi_tail, fix = self._bare(r, c) if bare else self._epilogue(r, c)
         work = {u: v * scale for u, v in epi.items()}
         head = tail_load = None
         mmads = 0
@@ -191,7 +206,8 @@ class MatmulBounds:
             tail_load = t if tail_load is None else min(tail_load, t)
         assert head is not None and tail_load is not None  # K >= 1: at least one step
         self._hold(work, "accumulator", pm * pn * 4, (mmads + fix) * scale)
-        self._hold(work, "vector", pm * pn * 2, after * scale)
+        if not (bare and self.hw.split):  # a split chip's AIC has no vector buffer
+            self._hold(work, "vector", pm * pn * 2, after * scale)
         cube, mte2 = mm[0], la[0]
         return _Block(work, {cube: head}, {cube: after, mte2: min(tail_load, epi_tail)},
                       head + mmads + after)
@@ -213,6 +229,8 @@ class MatmulBounds:
 
         task, cores = self.task, self.hw.cores
         plan = MatmulPlan(task, tiling)
+        if getattr(tiling, "split_k", 1) > 1:
+            return self._splitk_work(plan)
         steps = (getattr(tiling, "step_m", 1), getattr(tiling, "step_n", 1))
         scale = steps[0] * steps[1]
         depths = Counter(e - s for s, e in plan.k_spans)
@@ -252,6 +270,44 @@ class MatmulBounds:
         per_core.append(("critical_path", max(b.chain for b in blocks.values())))
         total = [(p, Fraction(int(units[:, k].sum()), scale)) for k, p in enumerate(pipes)]
         return Work(per_core, total, link_cycles(self.hw, self._gm_moves(plan, steps)))
+
+    def _splitk_work(self, plan: Any) -> Work:
+        """A split-K tiling's :class:`Work`: units of (block, K chunk), each its chunk's K
+        steps and FixPipe, on the cores the lowering deals them to; the reduction (on the
+        Vector engine) and the partials' traffic are left out, which keeps it a lower bound."""
+        from staticsched.tasks.matmul.splitk import chunks
+
+        task, cores = self.task, self.hw.cores
+        kinds = [Counter(e - s for s, e in ch) for ch in chunks(list(plan.k_spans), plan.tiling.split_k)]
+        units: list[_Block] = []
+        for _ in range(task.batches):
+            for m0, m1 in plan.m_spans:
+                for n0, n1 in plan.n_spans:
+                    for depths in kinds:
+                        key = ("chunk", m1 - m0, n1 - n0, tuple(sorted(depths.items())))
+                        b = self._memo.get(key)
+                        if b is None:
+                            b = self._memo[key] = self._block(m1 - m0, n1 - n0, depths, (1, 1), bare=True)
+                        units.append(b)
+        pipes = sorted({p for b in units for p in b.work})
+        busy: dict[tuple[int, str], int] = {}
+        for b, core in zip(units, balance_cores(plan.work(self.hw), cores), strict=True):
+            for p, v in b.work.items():
+                busy[(core, p)] = busy.get((core, p), 0) + v
+        per_core = []
+        for p in pipes:
+            head = min(b.heads.get(p, 0) for b in units)
+            tail = min(b.tails.get(p, 0) for b in units)
+            most = max((v for (_, q), v in busy.items() if q == p), default=0)
+            per_core.append((p, head + most + tail))
+        per_core.append(("critical_path", max(b.chain for b in units)))
+        total = [(p, Fraction(sum(b.work.get(p, 0) for b in units))) for p in pipes]
+        gm = self.hw.role_space("global") or "GM"
+        m, n, k, nb = task.m, task.n, task.k, task.batches
+        operand = self.hw.role("operand")
+        moves = [(gm, operand, nb * m * k * 2 * len(plan.n_spans)),
+                 (gm, operand, nb * k * n * 2 * len(plan.m_spans))]
+        return Work(per_core, total, link_cycles(self.hw, moves))
 
     def _gm_moves(self, plan: Any, steps: tuple[int, int]) -> list[tuple[str, str, int]]:
         """``(src, dst, bytes)`` of all GM loads and stores of the task under ``plan``: every

@@ -71,15 +71,17 @@ def tiling_fields(tiling: Any) -> dict[str, Any]:
     f = attrs.asdict(tiling, recurse=False)
     if f.get("workspace_stages") == 2:
         del f["workspace_stages"]
+    if f.get("split_k") == 1:
+        del f["split_k"]
     return f
 
 
 def tiling_label(tiling: Any) -> str:
     """Short text for tables and plots: ``128/208/64`` (base sizes), ``sb`` when single
-    buffered, ``s2x1`` for L1 reuse steps, ``w3`` for 3 workspace stages (split chips)."""
+    buffered, ``s2x1`` for L1 reuse steps, ``w3`` for 3 workspace stages (split chips), ``k16``
+    for K split over 16 cores."""
     f = tiling_fields(tiling)
-    sizes = [v for k, v in f.items()
-             if not isinstance(v, bool) and not k.startswith("step_") and k != "workspace_stages"]
+    sizes = [v for k, v in f.items() if not isinstance(v, bool) and k.startswith("base_")]
     text = "/".join(map(str, sizes))
     if f.get("double_buffer") is False:
         text += " sb"
@@ -87,6 +89,8 @@ def tiling_label(tiling: Any) -> str:
         text += f" s{f.get('step_m', 1)}x{f.get('step_n', 1)}"
     if "workspace_stages" in f:
         text += f" w{f['workspace_stages']}"
+    if "split_k" in f:
+        text += f" k{f['split_k']}"
     return text
 
 
@@ -117,11 +121,28 @@ def _stairs(outer: range, inner: range, deep: range, ok: Callable[[int, int, int
             return
 
 
+def split_values(task: Any, hw: Hardware, tiling: Any) -> list[int]:
+    """``split_k`` values worth trying for ``tiling``: only when its blocks leave Cube cores
+    idle, the powers of two and the count that fills the cores (at most the K steps and
+    :data:`~staticsched.tasks.matmul.read.MAX_SPLIT_K`)."""
+    from staticsched.tasks.matmul.read import MAX_SPLIT_K
+
+    if task.reduces:
+        return []
+    blocks = task.batches * -(-task.m // tiling.base_m) * -(-task.n // tiling.base_n)
+    cores = len(hw.engine_cores("cube"))
+    fill = min(cores // blocks, -(-task.k // tiling.base_k), MAX_SPLIT_K)
+    if fill < 2:
+        return []
+    return sorted({*(1 << e for e in range(1, fill.bit_length()) if 1 << e <= fill), fill})
+
+
 def matmul_tilings(task: Any, hw: Hardware, ok: Callable[[Any], bool], *,
-                   check_each: bool = True, steps: bool = False) -> Iterator[Any]:
+                   check_each: bool = True, steps: bool = False, split_k: bool = True) -> Iterator[Any]:
     """Legal matmul tilings, double buffered first, then by ``base_m``, ``base_n``,
     ``base_k`` and, with ``steps``, L1 reuse steps; each one checked by ``ok`` when
-    ``check_each``."""
+    ``check_each``. With ``split_k``, a tiling whose blocks leave Cube cores idle is followed
+    by its split-K variants (:func:`split_values`)."""
     from staticsched.tasks.matmul import Tiling
 
     if hw.cube is None:
@@ -148,6 +169,11 @@ def matmul_tilings(task: Any, hw: Hardware, ok: Callable[[Any], bool], *,
                         # a split chip's workspace ring: its slots per AIC, the default first
                         for stages in (STAGE_VALUES if hw.split else ()):
                             yield attrs.evolve(t, workspace_stages=stages)
+                        if split_k and (sm, sn) == (1, 1):
+                            for s in split_values(task, hw, t):
+                                st = attrs.evolve(t, split_k=s)
+                                if ok(st):
+                                    yield st
 
 
 #: the tunable kinds
@@ -160,7 +186,7 @@ def tunable(task: Any) -> bool:
     return task.type in SPACES
 
 
-def candidates(task: Any, hw: Hardware, *, steps: bool = False) -> list[Any]:
+def candidates(task: Any, hw: Hardware, *, steps: bool = False, split_k: bool = True) -> list[Any]:
     """Every legal tiling of ``task`` on ``hw``, in the space's fixed order (empty for a kind
     that is not tunable); L1 reuse steps only with ``steps`` (they multiply the space by up
     to 9 and the cheap bound does not yet see what reuse saves, so the search would lower
@@ -168,7 +194,7 @@ def candidates(task: Any, hw: Hardware, *, steps: bool = False) -> list[Any]:
     space = SPACES.get(task.type)
     if space is None:
         return []
-    return list(space.tilings(task, hw, lambda t: legal(task, t, hw), steps=steps))
+    return list(space.tilings(task, hw, lambda t: legal(task, t, hw), steps=steps, split_k=split_k))
 
 
 def count_candidates(task: Any, hw: Hardware, checks: int = COUNT_CHECKS, *,

@@ -22,7 +22,7 @@ from staticsched.explore.workbound import MatmulBounds
 from staticsched.frontend.lowering import lower
 from staticsched.frontend.taskgraph import taskgraph_from_dict
 from staticsched.tasks.matmul import Tiling
-from staticsched.tasks.space import candidates, count_candidates, legal
+from staticsched.tasks.space import candidates, count_candidates, legal, split_values
 
 EX = ROOT / "examples"
 HW = SEED
@@ -55,12 +55,18 @@ def test_enumeration_is_exactly_the_legal_tilings():
     every = [Tiling(m, n, k, double_buffer=db, step_m=sm, step_n=sn)
              for db, m, n, k, sm, sn in itertools.product((True, False), sizes, sizes, sizes, steps, steps)]
     ok = [t for t in every if legal(task, t, HW)]
-    found = candidates(task, HW, steps=True)
+    found = candidates(task, HW, steps=True, split_k=False)
     assert len(set(found)) == len(found)
     assert set(found) == set(ok)
-    assert count_candidates(task, HW, checks=10**6, steps=True) == (len(ok), True)
     plain = {t for t in ok if (t.step_m, t.step_n) == (1, 1)}
-    assert set(candidates(task, HW)) == plain  # steps only when asked
+    assert set(candidates(task, HW, split_k=False)) == plain  # steps only when asked
+    # split-K: each tiling whose blocks leave cores idle, with every legal value split_values names
+    with_split = candidates(task, HW, steps=True)
+    assert len(set(with_split)) == len(with_split)
+    splits = {t for t in every if (t.step_m, t.step_n) == (1, 1) and legal(task, t, HW)
+              for t in (attrs.evolve(t, split_k=s) for s in split_values(task, HW, t)) if legal(task, t, HW)}
+    assert splits and set(with_split) == set(ok) | splits
+    assert count_candidates(task, HW, checks=10**6, steps=True) == (len(with_split), True)
     assert len(ok) < len(every)  # the L0 buffers refuse the large tiles
     big = Tiling(256, 256, 256, double_buffer=True)
     assert not legal(task, big, HW) and big not in found

@@ -19,6 +19,7 @@ from staticsched.errors import GraphError
 from staticsched.frontend.lowering import estimate_ops, plan_tasks
 from staticsched.frontend.taskgraph import dumps_taskgraph, taskgraph_from_dict
 from staticsched.model.hardware_toml import hardware_from_dict
+from staticsched.tasks.matmul.splitk import PARTIALS
 from staticsched.verify import verify
 
 _A2 = tomllib.loads((resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text())
@@ -64,8 +65,10 @@ def test_random_graphs_on_random_split_chips_verify_clean(record_stat):
         counts["programs"] += 1
         counts["with cross-core flags"] += any(f.kind == "cross" for f in compiled.plan.flags)
         counts["with a workspace"] += any(t.workspace for t in compiled.graph.tensors)
+        counts["with split-K"] += any(t.name.endswith(PARTIALS) for t in compiled.graph.tensors)
 
     prop()
     record_stat(f"split chips: {counts['programs']} programs, {counts['with cross-core flags']} with "
-                f"cross-core flags, {counts['with a workspace']} with a workspace ring")
+                f"cross-core flags, {counts['with a workspace']} with a workspace, {counts['with split-K']} "
+                f"with split-K")
     assert counts["with a workspace"] > 0, counts

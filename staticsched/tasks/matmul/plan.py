@@ -10,7 +10,6 @@ from collections.abc import Sequence
 import attrs
 
 from staticsched.model.hardware import Hardware, round_up
-from staticsched.model.vecops import VECOPS
 from staticsched.tasks.base import (
     TilingInfo,
     checked_or_derived,
@@ -18,7 +17,8 @@ from staticsched.tasks.base import (
     spans,
 )
 from staticsched.tasks.builder import FP16, FP32, Builder, balance_cores
-from staticsched.tasks.matmul.split import SplitEpilogue, halves
+from staticsched.tasks.matmul.split import BlockSink, SplitEpilogue, halves, load_operands
+from staticsched.tasks.matmul.splitk import SplitK, chunks, pieces, reducers_per_chunk
 from staticsched.tasks.matmul.task import REDUCTION_OPS, MatmulTask, Tiling
 from staticsched.tasks.matmul.tiling import check_tiling, derive_tiling
 from staticsched.tasks.rowops import ROWOPS, Block, Ctx
@@ -30,6 +30,9 @@ class MatmulPlan:
 
     task: MatmulTask
     tiling: Tiling
+    #: Vector cores per cluster on a split chip (0 on a coupled one): blocks' epilogues and
+    #: split-K reductions go to them, which changes the ops a block has
+    aivs: int = 0
 
     @property
     def m_spans(self) -> tuple[tuple[int, int], ...]:
@@ -60,7 +63,9 @@ class MatmulPlan:
     def blocks(self) -> int:
         """Units of work on cores: groups of output blocks (one block without L1 reuse), or
         row panels when the epilogue reduces rows."""
-        return self.panels if self.task.reduces else self.task.batches * len(self.groups)
+        if self.task.reduces:
+            return self.panels
+        return self.task.batches * len(self.groups) * self.tiling.split_k
 
     @property
     def op_count(self) -> int:
@@ -70,16 +75,35 @@ class MatmulPlan:
         t, nm, nb = self.tiling, len(self.m_spans), len(self.n_spans)
         k_steps = math.ceil(self.task.k / t.base_k)
         epilogue = sum(2 if s.tensor else 1 for s in self.task.epilogue if not s.reduces)
+        if t.split_k > 1:
+            return self._splitk_ops(k_steps, epilogue)
         ops = 0
         for mi, ni in self.groups:
             gm, gn = min(t.step_m, nm - mi), min(t.step_n, nb - ni)
-            ops += k_steps * (2 * gm + gn + 2 * gm * gn) + gm * gn * (2 + epilogue)
+            ops += k_steps * (2 * gm + gn + 2 * gm * gn)
+            if self.aivs:  # FixPipe into the ring; per AIV with rows: load, epilogue, store
+                ops += sum(gn * (1 + (2 + epilogue) * len([h for h in halves(m1 - m0) if h[1] > h[0]]))
+                           for m0, m1 in self.m_spans[mi:mi + gm])
+            else:
+                ops += gm * gn * (2 + epilogue)
         per_panel = 0
         for s in self.task.epilogue:
             if s.reduces:
                 params = {"gamma": s.gamma, "beta": s.beta}
                 per_panel += ROWOPS[s.op].count_resident(nb, params) + nb * len(s.tensors)
         return self.task.batches * ops + self.panels * per_panel
+
+    def _splitk_ops(self, k_steps: int, epilogue: int) -> int:
+        """Per block: the K steps (five ops each), per chunk its FixPipe (and on a coupled core
+        its store), per reduction piece ``split_k`` loads, ``split_k - 1`` adds, a cast, the
+        epilogue and a store."""
+        split = self.tiling.split_k
+        per_chunk = 1 if self.aivs else 2
+        ops = 0
+        for m0, m1 in self.m_spans:
+            count = len(pieces(m1 - m0, split * max(1, self.aivs)))
+            ops += k_steps * 5 + split * per_chunk + count * (2 * split + epilogue + 1)
+        return self.task.batches * len(self.n_spans) * ops
 
     def info(self, hw: Hardware) -> TilingInfo:
         t = self.tiling
@@ -127,6 +151,10 @@ class MatmulPlan:
             return per_panel * task.batches
         per_group = [cost(range(mi, min(mi + t.step_m, nm)), range(ni, min(ni + t.step_n, nn)))
                      for mi, ni in self.groups]
+        if t.split_k > 1:  # a unit per (block, K chunk): the block's cost by its chunk's K steps
+            steps = [len(c) for c in chunks(list(self.k_spans), t.split_k)]
+            total = sum(steps)
+            per_group = [-(-g * n // total) for g in per_group for n in steps]
         return per_group * task.batches
 
     def lower(self, em: Builder) -> None:
@@ -135,6 +163,9 @@ class MatmulPlan:
         fm, fn, fk = hw.cube.fractal
         m_spans, n_spans, k_spans = self.m_spans, self.n_spans, self.k_spans
         m, n, k = task.m, task.n, task.k
+        if self.tiling.split_k > 1:
+            SplitK(self, em).lower()
+            return
         split = SplitEpilogue(self, em) if hw.split else None
         # on a split chip each AIV stores half a block's rows: the output grid has both halves
         out_spans = [(bi * m + m0 + a0, bi * m + m0 + a1) for bi in range(task.batches) for m0, m1 in m_spans
@@ -192,15 +223,17 @@ class MatmulPlan:
 
     def _group(self, em: Builder, grid: list[list[tuple[int, tuple[int, int], tuple[int, int]]]], core: int,
                k_spans: Sequence[tuple[int, int]], offs: tuple[int, int, int],
-               fractal: tuple[int, int, int], split: SplitEpilogue | None = None) -> list[_Tile]:
+               fractal: tuple[int, int, int], split: BlockSink | None = None,
+               suffix: str = "") -> list[_Tile]:
         """A group of blocks (``grid[i][j]`` = block number, M span, N span), K step by K step:
         each A tile is loaded once for its grid row and each B tile once for its column (named
         after the row's first and the column's first block, so a 1x1 group names everything
-        after its block); then each block's epilogue in row-major order."""
+        after its block, plus ``suffix``); then each block's epilogue in row-major order, or
+        its accumulator handed to ``split`` (the AIVs' workspace ring, a split-K partial)."""
         task = self.task
         fm, fn, fk = fractal
         a_off, b_off, _ = offs
-        p = [[f"{task.id}.b{b}" for b, _, _ in row] for row in grid]
+        p = [[f"{task.id}.b{b}{suffix}" for b, _, _ in row] for row in grid]
         pad_m = [round_up(ms[1] - ms[0], fm) for _, ms, _ in (row[0] for row in grid)]
         pad_n = [round_up(ns[1] - ns[0], fn) for _, _, ns in grid[0]]
         l0c = [[em.item(f"{p[i][j]}.l0c", "accumulator", FP32, (pad_m[i], pad_n[j]))
@@ -235,7 +268,7 @@ class MatmulPlan:
                     l0b = em.item(f"{q}.l0b", "cube_b", FP16, (pk, pad_n[j]))
                     em.move(f"{q}.move_b", core, l1b[j], l0b, depth, n1 - n0)
                     em.mmad(f"{q}.mmad", core, l0a, l0b, l0c[i][j], rows, n1 - n0, depth, s == 0)
-        if split is not None:  # the epilogue on the cluster's AIVs, through the workspace ring
+        if split is not None:  # the epilogue elsewhere, through global memory
             for i, row in enumerate(grid):
                 for j, (_, ms, ns) in enumerate(row):
                     split.block(p[i][j], core, ms, ns, offs[2], l0c[i][j])
@@ -253,19 +286,8 @@ class MatmulPlan:
         pm, pn = pads
         rows, cols = m1 - m0, n1 - n0
         ub = em.item(f"{p}.ub", "vector", FP16, (pm, pn))
-        operands: dict[int, str] = {}
         out_rows = (o_off + m0, o_off + m1)
-        for i, step in enumerate(task.epilogue):
-            if not step.tensor:
-                continue
-            form = VECOPS[step.op].operands[1]  # a reduction's gamma/beta load in _panel
-            shape, region = {
-                "col": ((1, pn), ((0, 1), (n0, n1))),
-                "row": ((pm, 1), (out_rows, (0, 1))),
-                "full": ((pm, pn), (out_rows, (n0, n1))),
-            }[form]
-            operands[i] = em.item(f"{p}.e{i}.ub", "vector", FP16, shape)
-            em.load(f"{p}.e{i}.load", core, operands[i], step.tensor, region)
+        operands = load_operands(em, task, p, core, (pm, pn), out_rows, ns)
         em.fixpipe(f"{p}.fixpipe", core, l0c, ub, rows, cols)
         tile = _Tile(task, p, core, ub, operands, out_rows, ns, pm, pn)
         for i, step in enumerate(task.epilogue):
@@ -311,7 +333,9 @@ class _Tile:
 
 
 def plan(task: MatmulTask, hw: Hardware) -> MatmulPlan:
-    return checked_or_derived(task, hw, check_tiling, derive_tiling, MatmulPlan)
+    aivs = reducers_per_chunk(hw) if hw.split else 0
+    return checked_or_derived(task, hw, check_tiling, derive_tiling,
+                              lambda task, tiling: MatmulPlan(task, tiling, aivs))
 
 
 def needs(task: MatmulTask, hw: Hardware) -> list[str]:
@@ -319,7 +343,7 @@ def needs(task: MatmulTask, hw: Hardware) -> list[str]:
         return _split_needs(task, hw)
     paths = [("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"), ("accumulator", "vector"),
              ("vector", "global")]
-    if any(s.tensors for s in task.epilogue):
+    if any(s.tensors for s in task.epilogue) or (task.tiling is not None and task.tiling.split_k > 1):
         paths.append(("global", "vector"))
     return hardware_needs(task.id, hw, roles=("operand", "cube_a", "cube_b", "accumulator", "vector"),
                           paths=paths, cube=True, vector=bool(task.epilogue))

@@ -22,7 +22,10 @@ _KEYS = ("id", "type", "a", "b", "out", "transpose_a", "transpose_b", "epilogue"
 _STEP_KEYS = ("op", "tensor", "value", "gamma", "beta", "eps")
 #: the most workspace slots per AIC a tiling may ask for
 MAX_STAGES = 8
-_TILING_KEYS = ("base_m", "base_n", "base_k", "double_buffer", "step_m", "step_n", "workspace_stages")
+#: the most K chunks a tiling may split a block's K loop into
+MAX_SPLIT_K = 64
+_TILING_KEYS = ("base_m", "base_n", "base_k", "double_buffer", "step_m", "step_n", "workspace_stages",
+                "split_k")
 
 
 def read_step(raw: Any, sw: str, ctx: ReadContext, ops: Sequence[str]) -> EpilogueStep | None:
@@ -196,9 +199,11 @@ def read_tiling(body: Mapping[str, Any], w: str, pr: Problems) -> Tiling | None:
     double_buffer = get_bool(raw, "double_buffer", tw, pr, default=True)
     step_m, step_n = (get_int(raw, key, tw, pr, minimum=1, default=1) for key in ("step_m", "step_n"))
     stages = get_int(raw, "workspace_stages", tw, pr, minimum=1, maximum=MAX_STAGES, default=2)
+    split_k = get_int(raw, "split_k", tw, pr, minimum=1, maximum=MAX_SPLIT_K, default=1)
     if len(pr.lines) > before:
         return None
-    return Tiling(*sizes, double_buffer=double_buffer, step_m=step_m, step_n=step_n, workspace_stages=stages)
+    return Tiling(*sizes, double_buffer=double_buffer, step_m=step_m, step_n=step_n, workspace_stages=stages,
+                  split_k=split_k)
 
 
 def step_to_dict(step: EpilogueStep) -> dict[str, Any]:
@@ -236,4 +241,6 @@ def to_dict(task: MatmulTask) -> dict[str, Any]:
                 out["tiling"][key] = getattr(task.tiling, key)
         if task.tiling.workspace_stages != 2:  # the default stays out, as before split chips
             out["tiling"]["workspace_stages"] = task.tiling.workspace_stages
+        if task.tiling.split_k != 1:
+            out["tiling"]["split_k"] = task.tiling.split_k
     return out

@@ -24,6 +24,7 @@ emitted, which with per-pair flags leaves nothing to wait for.
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 from staticsched.model.hardware import round_up
 from staticsched.model.opgraph import Tensor
@@ -66,8 +67,8 @@ class SplitEpilogue:
         """Store block ``p`` (rows ``ms``, columns ``ns`` of the output) from the accumulator
         into the AIC's next slot; each AIV of its cluster runs the epilogue on its half."""
         em, task, hw = self.em, self.plan.task, self.em.hw
-        (m0, m1), (n0, n1) = ms, ns
-        rows, cols = m1 - m0, n1 - n0
+        m0, m1 = ms
+        rows, cols = m1 - m0, ns[1] - ns[0]
         k = self.done.get(core, 0)
         self.done[core] = k + 1
         slot = k % self.stages
@@ -84,21 +85,46 @@ class SplitEpilogue:
             ub = em.item(f"{q}.ub", "vector", FP16, (hr, self.pn))
             em.load(f"{q}.load", v, ub, self.ws, ((base + a0, base + a1), (0, cols)))
             loads.append(f"{q}.load")
-            out_rows = (o_off + m0 + a0, o_off + m0 + a1)
-            operands: dict[int, str] = {}
-            for i, step in enumerate(task.epilogue):
-                if not step.tensor:
-                    continue
-                form = VECOPS[step.op].operands[1]
-                shape, region = {
-                    "col": ((1, self.pn), ((0, 1), (n0, n1))),
-                    "row": ((hr, 1), (out_rows, (0, 1))),
-                    "full": ((hr, self.pn), (out_rows, (n0, n1))),
-                }[form]
-                operands[i] = em.item(f"{q}.e{i}.ub", "vector", FP16, shape)
-                em.load(f"{q}.e{i}.load", v, operands[i], step.tensor, region)
-            for i, step in enumerate(task.epilogue):
-                reads = (ub,) if i not in operands else (ub, operands[i])
-                em.vec(f"{q}.e{i}.{step.op}", v, step.op, reads, ub, (hr, cols), scalar=step.value)
-            em.store(f"{q}.store", v, ub, task.out, (out_rows, ns))
+            epilogue_rows(em, task, q, v, ub, (o_off + m0 + a0, o_off + m0 + a1), ns, self.pn)
         self.readers[(core, slot)] = loads
+
+
+class BlockSink(Protocol):
+    """Where a block's accumulator goes when its epilogue does not follow on the same core."""
+
+    def block(self, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int], o_off: int,
+              l0c: str) -> None: ...
+
+
+def epilogue_rows(em: Builder, task, q: str, core: int, ub: str, out_rows: tuple[int, int],
+                  ns: tuple[int, int], pn: int) -> None:
+    """The epilogue of rows ``out_rows`` x columns ``ns`` of the output, already in fp16 item
+    ``ub`` (``pn`` columns) of ``core``'s vector buffer: its operand tiles loaded, every step
+    in place, then the store. Ops are named after ``q``."""
+    hr, cols = out_rows[1] - out_rows[0], ns[1] - ns[0]
+    operands = load_operands(em, task, q, core, (hr, pn), out_rows, ns)
+    for i, step in enumerate(task.epilogue):
+        reads = (ub,) if i not in operands else (ub, operands[i])
+        em.vec(f"{q}.e{i}.{step.op}", core, step.op, reads, ub, (hr, cols), scalar=step.value)
+    em.store(f"{q}.store", core, ub, task.out, (out_rows, ns))
+
+
+def load_operands(em: Builder, task, q: str, core: int, pads: tuple[int, int], out_rows: tuple[int, int],
+                  ns: tuple[int, int]) -> dict[int, str]:
+    """The tiles of the epilogue's tensor operands for output rows ``out_rows`` x columns
+    ``ns``, loaded into ``core``'s vector buffer, by epilogue step; ``pads`` are the tiles'
+    rows and columns (a row reduction's gamma/beta are loaded with its panel instead)."""
+    (n0, n1), (pm, pn) = ns, pads
+    operands: dict[int, str] = {}
+    for i, step in enumerate(task.epilogue):
+        if not step.tensor:
+            continue
+        form = VECOPS[step.op].operands[1]
+        shape, region = {
+            "col": ((1, pn), ((0, 1), (n0, n1))),
+            "row": ((pm, 1), (out_rows, (0, 1))),
+            "full": ((pm, pn), (out_rows, (n0, n1))),
+        }[form]
+        operands[i] = em.item(f"{q}.e{i}.ub", "vector", FP16, shape)
+        em.load(f"{q}.e{i}.load", core, operands[i], step.tensor, region)
+    return operands

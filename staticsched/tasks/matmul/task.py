@@ -35,6 +35,10 @@ class Tiling:
 
     ``workspace_stages`` is used on a split chip only: the slots of each AIC's ring in global
     memory through which its blocks reach the AIVs (:mod:`staticsched.tasks.matmul.split`).
+
+    ``split_k`` divides each block's K loop into that many contiguous chunks of K steps, each
+    a unit of work on its own core: fp32 partial sums go to a GM workspace and a fixed-order
+    reduction on the Vector engine adds them (:mod:`staticsched.tasks.matmul.splitk`).
     """
 
     base_m: int
@@ -44,6 +48,7 @@ class Tiling:
     step_m: int = 1
     step_n: int = 1
     workspace_stages: int = 2
+    split_k: int = 1
 
     @property
     def buffers(self) -> int:

@@ -49,6 +49,7 @@ def matmul_requirements(
     buffers: int,
     hw: Hardware | None = None,
     steps: tuple[int, int] = (1, 1),
+    split_k: int = 1,
 ) -> tuple[Requirement, ...]:
     """The bytes a matmul tiling needs in each on-chip role, with the arithmetic spelled out.
 
@@ -65,6 +66,9 @@ def matmul_requirements(
     steps
         ``(step_m, step_n)``: a group's accumulators (``step_m * step_n`` blocks) and operand
         tiles (``step_m`` A tiles, ``step_n`` B tiles per K step) are live together.
+    split_k
+        Above 1, the vector buffer also holds three fp32 tiles: a partial on its way out
+        (coupled cores), the running sum and the next partial of the reduction.
     """
     e, acc, b = ELEM_BYTES, ACC_BYTES, buffers
     sm, sn = steps
@@ -92,6 +96,10 @@ def matmul_requirements(
             ub_terms.append(term)
             ub_factors.append(factor)
             ub_elems += elems
+    if split_k > 1:  # three fp32 tiles, in fp16 elements
+        ub_terms.append("3*2*base_m*base_n")
+        ub_factors.append(f"3*2*{base_m}*{base_n}")
+        ub_elems += 3 * 2 * base_m * base_n
     if panel:
         # fp32 [base_m, 1] statistics, in fp16 elements
         ub_terms.append(f"{STATS}*base_m*2")
@@ -185,6 +193,17 @@ def check_tiling(task: MatmulTask, tiling: Tiling, hw: Hardware) -> None:
             axis = key[-1].upper()
             pr.add(f"task '{task.id}': tiling {key} = {step} exceeds the {count} blocks along "
                    f"{axis} ({axis} = {dim}, base_{key[-1]} = {base})")
+    if tiling.split_k > 1:
+        k_steps = math.ceil(task.k / tiling.base_k)
+        if tiling.split_k > k_steps:
+            pr.add(f"task '{task.id}': tiling split_k = {tiling.split_k} exceeds the {k_steps} K steps "
+                   f"(K = {task.k}, base_k = {tiling.base_k})")
+        if tiling.reuses:
+            pr.add(f"task '{task.id}': tiling split_k = {tiling.split_k} with step_m x step_n = "
+                   f"{tiling.step_m}x{tiling.step_n}: split-K chunks are single blocks; use steps 1x1")
+        if task.reduces:
+            pr.add(f"task '{task.id}': tiling split_k = {tiling.split_k}, but a row reduction in the "
+                   f"epilogue needs whole row panels on one core; make it a separate rowwise task")
     if tiling.reuses and task.reduces:
         pr.add(
             f"task '{task.id}': tiling step_m x step_n = {tiling.step_m}x{tiling.step_n}, but a row "
@@ -192,7 +211,8 @@ def check_tiling(task: MatmulTask, tiling: Tiling, hw: Hardware) -> None:
         )
     pr.raise_if_any(TilingError)
     t = tiling
-    for req in matmul_requirements(task, t.base_m, t.base_n, t.base_k, t.buffers, hw, (t.step_m, t.step_n)):
+    for req in matmul_requirements(task, t.base_m, t.base_n, t.base_k, t.buffers, hw, (t.step_m, t.step_n),
+                                   t.split_k):
         cap = capacity(hw, req.role)
         if cap is not None and req.bytes > cap:
             pr.add(f"task '{task.id}': {req.formula} = {req.factors} = {req.bytes} B > {req.space} {cap} B")
