@@ -20,7 +20,7 @@ def workspace_lines(schedule: Schedule) -> list[str]:
         nbytes = t.shape[0] * t.shape[1] * DTYPE_BYTES[t.dtype]
         head = f"workspace    : {t.name} {t.shape[0]}x{t.shape[1]} {t.dtype}, {nbytes / 2**20:.2f} MiB"
         if not t.name.endswith(PARTIALS):
-            lines.append(f"{head} (a ring of output-tile slots per AIC)")
+            lines.append(f"{head} (a ring of tile slots per AIC)")
             continue
         lines.append(f"{head} (split-K partial sums, written once and read back once)")
         lines.append("split-K      : " + _reduction(schedule, t.name))

@@ -8,6 +8,8 @@ from collections import Counter
 import attrs
 
 from staticsched.model.hardware import Hardware, round_up
+from staticsched.tasks.attention.qblock import QBlock
+from staticsched.tasks.attention.split import SplitQBlock, SplitRings, half_rows
 from staticsched.tasks.attention.task import AttentionTask, AttentionTiling
 from staticsched.tasks.attention.tiling import check_tiling, derive_tiling
 from staticsched.tasks.base import (
@@ -16,13 +18,16 @@ from staticsched.tasks.base import (
     hardware_needs,
     spans,
 )
-from staticsched.tasks.builder import FP16, FP32, Builder, balance_cores
+from staticsched.tasks.builder import Builder, balance_cores
 
 
 @attrs.frozen
 class AttentionPlan:
     task: AttentionTask
     tiling: AttentionTiling
+    #: on a split chip, a Q block's padded rows (its slot's rows, halved between the AIVs);
+    #: 0 on a coupled chip
+    split_rows: int = 0
 
     @property
     def q_spans(self) -> tuple[tuple[int, int], ...]:
@@ -57,7 +62,23 @@ class AttentionPlan:
             vis = self.visible(q0, q1)
             masked += sum(1 for _, (k0, k1) in vis if self.task.causal and k1 - 1 > q0)
         n_q = len(self.q_spans)
+        if self.split_rows:
+            return self.task.heads * self._split_ops()
         return self.task.heads * (n_q * per_q + self.pairs * per_pair + (self.pairs - n_q) * later + masked)
+
+    def _split_ops(self) -> int:
+        """Per Q block on a split chip: on the AIC, Q's load and move and per pair ten ops (K,
+        V and P loads and moves, two mmads, the S and P V stores); per AIV half, per pair nine
+        (S load, scale, row max, sub, exp, row sum, cast, P store, P V load) and a mask where
+        it applies, five more after the first pair, and the final normalise and store."""
+        ops = 0
+        for q0, q1 in self.q_spans:
+            vis = self.visible(q0, q1)
+            ops += 2 + 10 * len(vis)
+            for a0, _ in half_rows(self.split_rows, q1 - q0):
+                masked = sum(1 for _, (k0, k1) in vis if self.task.causal and k1 - 1 > q0 + a0)
+                ops += 9 * len(vis) + masked + 5 * (len(vis) - 1) + 2
+        return ops
 
     @property
     def work(self) -> list[int]:
@@ -69,8 +90,9 @@ class AttentionPlan:
 
     def info(self, hw: Hardware) -> TilingInfo:
         t = self.tiling
-        counts = Counter(balance_cores(self.work, hw.cores))
-        per = (min(counts.get(c, 0) for c in range(hw.cores)), max(counts.values()))
+        ncores = len(hw.engine_cores("cube"))
+        counts = Counter(balance_cores(self.work, ncores))
+        per = (min(counts.get(c, 0) for c in range(ncores)), max(counts.values()))
         return TilingInfo(self.task.id, "attention", (t.block_q, t.block_kv), 2, self.task.tiling is None,
                           self.blocks, per, what="block q x kv", combine="online")
 
@@ -83,20 +105,28 @@ class AttentionPlan:
         meanwhile), then P of pair t to the Cube and its ``P V``."""
         task = self.task
         q_spans = self.q_spans
-        rows = [(h * task.sq + q0, h * task.sq + q1) for h in range(task.heads) for q0, q1 in q_spans]
+        if em.hw.split:  # each AIV of the cluster stores its rows
+            rows = [(h * task.sq + q0 + a0, h * task.sq + q0 + a1) for h in range(task.heads)
+                    for q0, q1 in q_spans for a0, a1 in half_rows(self.split_rows, q1 - q0)]
+        else:
+            rows = [(h * task.sq + q0, h * task.sq + q1) for h in range(task.heads) for q0, q1 in q_spans]
         em.output(task.out, rows, [(0, task.dv)])
-        cores = em.balance(self.work)
-        blocks: dict[int, list[_QBlock]] = {}
+        cores = em.balance(self.work, "cube")
+        rings = SplitRings(self, em) if em.hw.split else None
+        blocks: dict[int, list[QBlock | SplitQBlock]] = {}
         for h in range(task.heads):
             for i, qs in enumerate(q_spans):
                 b = h * len(q_spans) + i
-                blocks.setdefault(cores[b], []).append(_QBlock(self, em, cores[b], f"{task.id}.b{b}", h, qs))
+                p = f"{task.id}.b{b}"
+                qb = (SplitQBlock(self, em, rings, cores[b], p, h, qs) if rings is not None
+                      else QBlock(self, em, cores[b], p, h, qs))
+                blocks.setdefault(cores[b], []).append(qb)
         for core in sorted(blocks):
             pairs = [(qb, j, ks) for qb in blocks[core] for j, ks in self.visible(*qb.qs)]
             self._emit_core(pairs)
 
     @staticmethod
-    def _emit_core(pairs: list[tuple[_QBlock, int, tuple[int, int]]]) -> None:
+    def _emit_core(pairs: list[tuple[QBlock | SplitQBlock, int, tuple[int, int]]]) -> None:
         """One core's pairs in program order, software-pipelined (see :meth:`lower`)."""
 
         def qk(t: int) -> None:
@@ -123,136 +153,19 @@ class AttentionPlan:
         update(len(pairs) - 1)
 
 
-class _QBlock:
-    """The ops of one Q block of one (batch, head), in stages (see :meth:`AttentionPlan.lower`)."""
-
-    def __init__(
-        self, plan: AttentionPlan, em: Builder, core: int, p: str, h: int, qs: tuple[int, int]
-    ) -> None:
-        task = plan.task
-        assert em.hw.cube is not None  # needs() checked it
-        fm, fn, fk = em.hw.cube.fractal
-        self.task, self.em, self.core, self.p, self.qs = task, em, core, p, qs
-        self.fn = fn
-        self.pd, self.pdv = round_up(task.d, fk), round_up(task.dv, fn)
-        # every tile has its block's full (padded) size, tails included: tiles of one size never
-        # fragment a space, and cube_b holds exactly one K and one V tile
-        self.rows, self.pq = qs[1] - qs[0], round_up(plan.tiling.block_q, fm)
-        self.pk = round_up(plan.tiling.block_kv, fn)
-        self.qrow, self.krow = h * task.sq, h * task.sk
-        self.m = self.lsum = self.o = self.l0q = ""
-        # per K/V block in flight: S, V in cube_b, P V in the accumulator, alpha (not the first)
-        self.s: dict[int, str] = {}
-        self.v: dict[int, str] = {}
-        self.acc: dict[int, str] = {}
-        self.alpha: dict[int, str] = {}
-
-    def start(self) -> None:
-        """Q: GM -> operand buffer -> cube_a, where it stays for every K/V block."""
-        em, task, p = self.em, self.task, self.p
-        q0, q1 = self.qs
-        l1q = em.item(f"{p}.l1q", "operand", FP16, (self.pq, self.pd))
-        self.l0q = em.item(f"{p}.l0q", "cube_a", FP16, (self.pq, self.pd))
-        em.load(f"{p}.load_q", self.core, l1q, task.q, ((self.qrow + q0, self.qrow + q1), (0, task.d)))
-        em.move(f"{p}.move_q", self.core, l1q, self.l0q, self.rows, task.d)
-
-    def qk(self, j: int, ks: tuple[int, int]) -> None:
-        """S = Q Kᵀ on the Cube (K loaded transposed into [d, cols]), drained as fp32."""
-        em, task, core, s = self.em, self.task, self.core, f"{self.p}.j{j}"
-        k0, k1 = ks
-        cols, pk = k1 - k0, self.pk
-        l1k = em.item(f"{s}.l1k", "operand", FP16, (self.pd, pk))
-        l0k = em.item(f"{s}.l0k", "cube_b", FP16, (self.pd, pk))
-        acc_s = em.item(f"{s}.l0s", "accumulator", FP32, (self.pq, pk))
-        self.s[j] = em.item(f"{s}.s", "vector", FP32, (self.pq, pk))
-        region = ((self.krow + k0, self.krow + k1), (0, task.d))
-        em.load(f"{s}.load_k", core, l1k, task.k, region, transpose=True)
-        em.move(f"{s}.move_k", core, l1k, l0k, task.d, cols)
-        em.mmad(f"{s}.qk", core, self.l0q, l0k, acc_s, self.rows, cols, task.d, True)
-        em.fixpipe(f"{s}.fix_s", core, acc_s, self.s[j], self.rows, cols)
-
-    def load_v(self, j: int, ks: tuple[int, int]) -> None:
-        """V: GM -> operand buffer -> cube_b."""
-        em, task, core, s = self.em, self.task, self.core, f"{self.p}.j{j}"
-        k0, k1 = ks
-        pk = self.pk
-        l1v = em.item(f"{s}.l1v", "operand", FP16, (pk, self.pdv))
-        self.v[j] = em.item(f"{s}.l0v", "cube_b", FP16, (pk, self.pdv))
-        em.load(f"{s}.load_v", core, l1v, task.v, ((self.krow + k0, self.krow + k1), (0, task.dv)))
-        em.move(f"{s}.move_v", core, l1v, self.v[j], k1 - k0, task.dv)
-
-    def softmax(self, j: int, ks: tuple[int, int]) -> None:
-        """The online softmax of block j on the Vector unit: scale, causal mask, the running
-        maximum and its rescale factor, ``exp(S - m)`` and the running sum."""
-        em, task, core, s = self.em, self.task, self.core, f"{self.p}.j{j}"
-        (q0, _), (k0, k1) = self.qs, ks
-        rows, pq, cols = self.rows, self.pq, k1 - k0
-        ub_s = self.s[j]
-        em.vec(f"{s}.scale", core, "scale", (ub_s,), ub_s, (rows, cols), scalar=task.softmax_scale)
-        if task.causal and k1 - 1 > q0:
-            em.vec(f"{s}.mask", core, "mask_causal", (ub_s,), ub_s, (rows, cols), row0=q0, col0=k0)
-        m_new = em.item(f"{s}.m", "vector", FP32, (pq, 1))
-        em.vec(f"{s}.rowmax", core, "rowmax", (ub_s, self.m) if self.m else (ub_s,), m_new, (rows, cols))
-        if self.m:
-            alpha = self.alpha[j] = em.item(f"{s}.alpha", "vector", FP32, (pq, 1))
-            em.vec(f"{s}.dmax", core, "sub", (self.m, m_new), alpha, (rows, 1))
-            em.vec(f"{s}.alpha", core, "exp", (alpha,), alpha, (rows, 1))
-            em.vec(f"{s}.rescale_l", core, "mul", (self.lsum, alpha), self.lsum, (rows, 1))
-        em.vec(f"{s}.sub", core, "sub_row", (ub_s, m_new), ub_s, (rows, cols))
-        em.vec(f"{s}.exp", core, "exp", (ub_s,), ub_s, (rows, cols))
-        if not self.m:
-            self.lsum = em.item(f"{self.p}.l", "vector", FP32, (pq, 1))
-        reads = (ub_s, self.lsum) if self.m else (ub_s,)
-        em.vec(f"{s}.rowsum", core, "rowsum", reads, self.lsum, (rows, cols))
-        self.m = m_new
-
-    def pv(self, j: int, ks: tuple[int, int]) -> None:
-        """P (cast to fp16) to the Cube's input path — vector buffer -> operand buffer ->
-        cube_a — and ``P V`` on the Cube."""
-        em, task, core, s = self.em, self.task, self.core, f"{self.p}.j{j}"
-        k0, k1 = ks
-        rows, pq = self.rows, self.pq
-        cols, pk = k1 - k0, self.pk
-        ub_p = em.item(f"{s}.p", "vector", FP16, (pq, pk))
-        em.vec(f"{s}.cast", core, "cast", (self.s.pop(j),), ub_p, (rows, cols))
-        l1p = em.item(f"{s}.l1p", "operand", FP16, (pq, pk))
-        l0p = em.item(f"{s}.l0p", "cube_a", FP16, (pq, pk))
-        em.move(f"{s}.move_p", core, ub_p, l1p, rows, cols)
-        em.move(f"{s}.move_p0", core, l1p, l0p, rows, cols)
-        self.acc[j] = em.item(f"{s}.l0o", "accumulator", FP32, (pq, self.pdv))
-        em.mmad(f"{s}.pv", core, l0p, self.v.pop(j), self.acc[j], rows, task.dv, cols, True)
-
-    def update(self, j: int) -> None:
-        """``P V`` drained as fp32; the running output rescaled and accumulated."""
-        em, task, core, s = self.em, self.task, self.core, f"{self.p}.j{j}"
-        rows = self.rows
-        ub_o = em.item(f"{s}.pv", "vector", FP32, (self.pq, self.pdv))
-        em.fixpipe(f"{s}.fix_o", core, self.acc.pop(j), ub_o, rows, task.dv)
-        if self.o:
-            alpha = self.alpha.pop(j)
-            em.vec(f"{s}.rescale_o", core, "mul_row", (self.o, alpha), self.o, (rows, task.dv))
-            em.vec(f"{s}.acc_o", core, "add", (self.o, ub_o), self.o, (rows, task.dv))
-        else:
-            self.o = ub_o
-
-    def finish(self) -> None:
-        """O / l as fp16, stored."""
-        em, task, p = self.em, self.task, self.p
-        q0, q1 = self.qs
-        out16 = em.item(f"{p}.o", "vector", FP16, (self.pq, self.pdv))
-        em.vec(f"{p}.norm", self.core, "div_row", (self.o, self.lsum), out16, (self.rows, task.dv))
-        em.store(f"{p}.store", self.core, out16, task.out, ((self.qrow + q0, self.qrow + q1), (0, task.dv)))
-
-
 def plan(task: AttentionTask, hw: Hardware) -> AttentionPlan:
-    return checked_or_derived(task, hw, check_tiling, derive_tiling, AttentionPlan)
+    def make(task: AttentionTask, tiling: AttentionTiling) -> AttentionPlan:
+        rows = round_up(tiling.block_q, hw.cube.fractal[0]) if hw.split and hw.cube is not None else 0
+        return AttentionPlan(task, tiling, rows)
+
+    return checked_or_derived(task, hw, check_tiling, derive_tiling, make)
 
 
 def needs(task: AttentionTask, hw: Hardware) -> list[str]:
-    if hw.split:
-        return [f"hardware '{hw.name}' cannot run task '{task.id}': attention is not lowered onto split "
-                "cores yet (S and P through a GM ring between the AIC and the AIVs)"]
     paths = [("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"), ("accumulator", "vector"),
              ("vector", "operand"), ("vector", "global")]
+    if hw.split:  # S, P and P V through GM rings (tasks/attention/split.py)
+        paths = [("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"),
+                 ("accumulator", "global"), ("global", "vector"), ("vector", "global")]
     return hardware_needs(task.id, hw, roles=("operand", "cube_a", "cube_b", "accumulator", "vector"),
                           paths=paths, cube=True, vector=True)

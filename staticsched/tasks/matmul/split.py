@@ -27,9 +27,9 @@ import math
 from typing import Protocol
 
 from staticsched.model.hardware import round_up
-from staticsched.model.opgraph import Tensor
 from staticsched.model.vecops import VECOPS
 from staticsched.tasks.builder import FP16, Builder
+from staticsched.tasks.ring import Ring, cluster_aivs
 
 
 def halves(rows: int) -> list[tuple[int, int]]:
@@ -48,19 +48,11 @@ class SplitEpilogue:
         fm, fn, _ = hw.cube.fractal
         self.plan, self.em = plan, em
         self.aics = hw.engine_cores("cube")
-        self.rank = {c: k for k, c in enumerate(self.aics)}
-        self.aivs: dict[int, list[int]] = {}  # cluster -> its Vector cores
-        for c in hw.engine_cores("vector"):
-            self.aivs.setdefault(hw.cluster_of(c), []).append(c)
+        self.aivs = cluster_aivs(hw)
         self.pm = round_up(plan.tiling.base_m, fm)
         self.pn = round_up(plan.tiling.base_n, fn)
         self.ws = f"{task.id}.ws"
-        self.stages = plan.tiling.workspace_stages
-        slots = self.stages * len(self.aics)
-        em.workspace(Tensor(self.ws, (slots * self.pm, self.pn), FP16, workspace=True))
-        em.output(self.ws, [(k * self.pm, (k + 1) * self.pm) for k in range(slots)], [(0, self.pn)])
-        self.done: dict[int, int] = {}  # blocks stored per AIC
-        self.readers: dict[tuple[int, int], list[str]] = {}  # (AIC, slot) -> its last loads
+        self.ring = Ring(em, self.ws, self.aics, plan.tiling.workspace_stages, (self.pm, self.pn), FP16)
 
     def block(self, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int], o_off: int,
               l0c: str) -> None:
@@ -69,12 +61,9 @@ class SplitEpilogue:
         em, task, hw = self.em, self.plan.task, self.em.hw
         m0, m1 = ms
         rows, cols = m1 - m0, ns[1] - ns[0]
-        k = self.done.get(core, 0)
-        self.done[core] = k + 1
-        slot = k % self.stages
-        base = (slot * len(self.aics) + self.rank[core]) * self.pm
-        em.store(f"{p}.fixpipe", core, l0c, self.ws, ((base, base + rows), (0, cols)),
-                 deps=self.readers.get((core, slot), ()))
+        slot = self.ring.next(core)
+        base = slot.base
+        em.store(f"{p}.fixpipe", core, l0c, self.ws, ((base, base + rows), (0, cols)), deps=slot.after)
         cluster = hw.cluster_of(core) * hw.cluster_size
         loads = []
         for v, (a0, a1) in zip(self.aivs[hw.cluster_of(core)], halves(rows), strict=False):
@@ -86,7 +75,7 @@ class SplitEpilogue:
             em.load(f"{q}.load", v, ub, self.ws, ((base + a0, base + a1), (0, cols)))
             loads.append(f"{q}.load")
             epilogue_rows(em, task, q, v, ub, (o_off + m0 + a0, o_off + m0 + a1), ns, self.pn)
-        self.readers[(core, slot)] = loads
+        self.ring.read(slot, loads)
 
 
 class BlockSink(Protocol):

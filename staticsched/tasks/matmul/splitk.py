@@ -27,6 +27,7 @@ from staticsched.model.hardware import round_up
 from staticsched.model.opgraph import Tensor
 from staticsched.tasks.builder import FP16, FP32, Builder
 from staticsched.tasks.matmul.split import epilogue_rows
+from staticsched.tasks.ring import cluster_aivs
 
 #: the name of a split-K workspace: the task id and this suffix
 PARTIALS = ".partials"
@@ -70,9 +71,7 @@ class SplitK:
         self.rows = task.batches * task.m  # one partial's rows
         self.ws = task.id + PARTIALS
         self.chunk = 0
-        self.aivs: dict[int, list[int]] = {}  # cluster -> its Vector cores (split chips)
-        for c in hw.engine_cores("vector") if hw.split else ():
-            self.aivs.setdefault(hw.cluster_of(c), []).append(c)
+        self.aivs = cluster_aivs(hw)
 
     def reducers(self, cores: list[int]) -> list[int]:
         """The Vector cores that reduce a block whose chunks ran on ``cores``, in chunk order."""
