@@ -33,9 +33,11 @@ sys.path.insert(0, str(ROOT))
 
 from staticsched import tune  # noqa: E402
 from staticsched.api import compile_graph  # noqa: E402
+from staticsched.emit.workspace_summary import reduction_ops  # noqa: E402
 from staticsched.frontend.taskgraph import load_graph  # noqa: E402
 from staticsched.model.hardware import DTYPE_BYTES  # noqa: E402
 from staticsched.model.hardware_toml import load_hardware  # noqa: E402
+from staticsched.tasks.matmul.splitk import PARTIALS  # noqa: E402
 from staticsched.tasks.space import tiling_label, used_tiling  # noqa: E402
 from staticsched.verify import verify  # noqa: E402
 
@@ -44,18 +46,10 @@ PRESETS = ("seed-davinci", "ascend-a2")
 
 
 def _reduction_cycles(compiled) -> int:
-    """Busy cycles of the loads of split-K partials and the Vector ops reading what they loaded."""
-    ws = {t.name for t in compiled.graph.tensors if t.workspace and t.name.endswith(".partials")}
+    """Busy cycles of the split-K reductions (the summary's definition)."""
     when = {t.id: t.end - t.start for t in compiled.schedule.ops}
-    loaded: set[str] = set()
-    busy = 0
-    for op in compiled.graph.ops:
-        if op.kind == "load" and op.attr.get("tensor") in ws:
-            loaded.update(op.writes)
-            busy += when[op.id]
-        elif op.kind == "vec" and loaded.intersection(op.reads):
-            busy += when[op.id]
-    return busy
+    return sum(when[op.id] for t in compiled.graph.tensors if t.workspace and t.name.endswith(PARTIALS)
+               for op in reduction_ops(compiled.graph, t.name)[0])
 
 
 def _row(what: str, compiled, tg, preset: str, seconds: float) -> dict:

@@ -27,11 +27,12 @@ def workspace_lines(schedule: Schedule) -> list[str]:
     return lines
 
 
-def _reduction(schedule: Schedule, tensor: str) -> str:
-    when = {t.id: (t.start, t.end) for t in schedule.ops}
+def reduction_ops(graph, tensor: str) -> tuple[list, list]:
+    """The reduction of split-K partials ``tensor``: its ops (the loads of the partials and the
+    Vector ops reading what they loaded) and the stores of the partials, in program order."""
     loaded: set[str] = set()
     ops, stores = [], []
-    for op in schedule.graph.ops:
+    for op in graph.ops:
         target = dict(op.attrs).get("tensor")
         if op.kind == "load" and target == tensor:
             loaded.update(op.writes)
@@ -40,6 +41,12 @@ def _reduction(schedule: Schedule, tensor: str) -> str:
             stores.append(op)
         elif op.kind == "vec" and loaded.intersection(op.reads):
             ops.append(op)
+    return ops, stores
+
+
+def _reduction(schedule: Schedule, tensor: str) -> str:
+    when = {t.id: (t.start, t.end) for t in schedule.ops}
+    ops, stores = reduction_ops(schedule.graph, tensor)
     if not ops or not stores:
         return "no reduction ops"
     busy = sum(when[op.id][1] - when[op.id][0] for op in ops)

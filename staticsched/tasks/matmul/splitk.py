@@ -84,7 +84,7 @@ class SplitK:
         hw = em.hw
         assert hw.cube is not None
         m_spans, n_spans = plan.m_spans, plan.n_spans
-        per = self.split * reducers_per_chunk(hw)
+        per = self.split * max(1, plan.aivs)
         out_spans = [(bi * task.m + m0 + a0, bi * task.m + m0 + a1) for bi in range(task.batches)
                      for m0, m1 in m_spans for a0, a1 in pieces(m1 - m0, per)]
         em.output(task.out, out_spans, n_spans)
@@ -122,7 +122,8 @@ class SplitK:
         if em.hw.split:  # the AIC's FixPipe writes global memory itself
             em.store(f"{p}.fixpipe", core, l0c, self.ws, region)
             return
-        pm = round_up(m1 - m0, em.hw.cube.fractal[0]) if em.hw.cube is not None else m1 - m0
+        assert em.hw.cube is not None
+        pm = round_up(m1 - m0, em.hw.cube.fractal[0])
         ub = em.item(f"{p}.ub", "vector", FP32, (pm, self.pn))
         em.fixpipe(f"{p}.fixpipe", core, l0c, ub, m1 - m0, n1 - n0)
         em.store(f"{p}.store", core, ub, self.ws, region)
