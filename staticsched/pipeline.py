@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from staticsched._gc import paused
 from staticsched.errors import InputError, StaticschedError
 from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
@@ -112,22 +113,23 @@ def compile_graph(
     (``"flags"`` or ``"timed"``), ``progress`` receives the phases and progress lines (a
     :class:`staticsched.progress.Progress`, or a callable taking one line).
     """
-    from staticsched.emit import finalize
-    from staticsched.solver import solve
-
     bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers, gap=gap)
     if bad:
         raise InputError(bad)
+    from staticsched.emit import finalize
+    from staticsched.solver import solve
+
     rep = as_progress(progress)
     done = len(rep.timings)
-    with rep.phase("lower"):
-        hw = load_hardware(hw)
-        og = as_opgraph(graph, hw, op_budget=op_budget)
-    with rep.phase("solve"):
-        # without flags (timed mode) the event-id budgets constrain nothing
-        raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
-                    progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags",
-                    time_mode="wall" if wall_clock else "deterministic", link_policy=link_policy,
-                    gap=gap)
-    final, program, plan = finalize(raw, mode=mode, progress=rep)
+    with paused():
+        with rep.phase("lower"):
+            hw = load_hardware(hw)
+            og = as_opgraph(graph, hw, op_budget=op_budget)
+        with rep.phase("solve"):
+            # without flags (timed mode) the event-id budgets constrain nothing
+            raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
+                        progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags",
+                        time_mode="wall" if wall_clock else "deterministic", link_policy=link_policy,
+                        gap=gap)
+        final, program, plan = finalize(raw, mode=mode, progress=rep)
     return Compiled(og, final, program, plan, rep.timings[done:])

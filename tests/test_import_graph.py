@@ -37,7 +37,7 @@ def _modules() -> dict[str, Path]:
 #: imports only units of lower layers; units of one layer do not import each other
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "options", "progress"),
-    ("_fields", "_atomic"),
+    ("_fields", "_atomic", "_workers", "_gc"),
     ("shipped",),
     ("model",),
     ("tasks",),

@@ -22,6 +22,8 @@ from pathlib import Path
 import attrs
 
 from staticsched._atomic import dir_mode, file_mode
+from staticsched._gc import paused
+from staticsched._workers import Mapped, cpus
 from staticsched.emit import (  # the modules, not the package: no import circle
     bundles,
     gantt,
@@ -238,8 +240,12 @@ def write_outputs(
     files = _streams(schedule, program, plan, choice.names)
     for name in sorted(extra):
         files[name] = functools.partial(iter, (_encode(extra[name]),))
+    # a large program's files are rendered side by side, one forked worker per CPU: each
+    # file is a pure function of the schedule, so the bytes do not depend on it
+    processes = min(cpus(), len(files)) if len(schedule.ops) > LARGE_PROGRAM_OPS else 0
     try:
-        _move_into_place(outdir, files)
+        with paused():
+            _move_into_place(outdir, files, processes)
     except OSError as exc:
         # a full disk or a read-only directory is the user's to fix: one line, no traceback
         raise InputError(f"{outdir}: cannot write the output files: {exc}") from None
@@ -252,13 +258,20 @@ def _write_file(path: Path, chunks: Iterable[bytes]) -> None:
             f.write(chunk)
 
 
-def _move_into_place(outdir: Path, files: dict[str, Callable[[], Iterator[bytes]]]) -> None:
+def _move_into_place(
+    outdir: Path, files: dict[str, Callable[[], Iterator[bytes]]], processes: int = 0
+) -> None:
     outdir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.partial-", dir=outdir.parent))
+
+    def write(name: str) -> None:
+        _write_file(tmp / name, files[name]())
+        (tmp / name).chmod(file_mode())
+
     try:
-        for name, chunks in files.items():
-            _write_file(tmp / name, chunks())
-            (tmp / name).chmod(file_mode())
+        # the workers take the files in this order, one at a time; a worker's exception is
+        # raised here, before any move
+        Mapped(write, list(files), processes).get()
         tmp.chmod(dir_mode())
         try:
             # a missing (or empty) outdir appears complete, in one step

@@ -209,9 +209,12 @@ class OpGraph:
         pr = Problems()
         units = set(hw.unit_names)
         seen: set[str] = set()
-        # the cost model's duration per distinct (kind, attributes, operand shapes): a chip's
-        # ops repeat a few shapes (every 128^3 mmad costs the same)
-        costs: dict[tuple, int] = {}
+        # what the kind table says of an op, per distinct (kind, attributes, operand shapes):
+        # a chip's ops repeat a few shapes (every 128^3 mmad costs the same)
+        memo: dict[tuple, tuple[list[str], int | None]] = {}
+        shapes = {it.name: it.as_shape() for it in self.items}
+        op_index, item_map = self.op_index, self.item_map
+        has_unit: dict[tuple[int, str], bool] = {}
         for op in self.ops:
             if op.id in seen:
                 pr.add(f"op '{op.id}': duplicate id")
@@ -225,25 +228,50 @@ class OpGraph:
                 pr.add(f"op '{op.id}': duration must be > 0, got {op.duration}")
             if not 0 <= op.core < hw.cores:
                 pr.add(f"op '{op.id}': core {op.core} out of range 0..{hw.cores - 1}")
-            elif op.unit in units and not hw.core_has_unit(op.core, op.unit):
-                t = hw.core_type(op.core)
-                assert t is not None
-                pr.add(f"op '{op.id}': core {op.core} is an {t.name}, which has no unit '{op.unit}' "
-                       f"({t.name}: {', '.join(t.units)})")
+            elif op.unit in units:
+                pair = (op.core, op.unit)
+                ok = has_unit.get(pair)
+                if ok is None:
+                    ok = has_unit[pair] = hw.core_has_unit(op.core, op.unit)
+                if not ok:
+                    t = hw.core_type(op.core)
+                    assert t is not None
+                    pr.add(f"op '{op.id}': core {op.core} is an {t.name}, which has no unit '{op.unit}' "
+                           f"({t.name}: {', '.join(t.units)})")
             for d in op.deps:
-                if d not in self.op_index:
+                if d not in op_index:
                     pr.add(f"op '{op.id}': dependency on unknown op '{d}'")
                 elif d == op.id:
                     pr.add(f"op '{op.id}': depends on itself")
+            known = True
             for name in (*op.reads, *op.writes):
-                if name not in self.item_map:
+                if name not in item_map:
                     pr.add(f"op '{op.id}': unknown item '{name}'")
+                    known = False
             if op.kind:
                 kind = KINDS.get(op.kind)
                 if kind is None:
                     pr.add(f"op '{op.id}': unknown kind '{op.kind}' (kinds: {', '.join(KINDS)})")
-                else:
-                    self._check_kind(op, kind, hw, pr, costs)
+                    continue
+                reads = tuple(shapes.get(n) for n in op.reads)
+                writes = tuple(shapes.get(n) for n in op.writes)
+                key = (op.kind, op.attrs, reads, writes, known)
+                try:
+                    found = memo.get(key)
+                except TypeError:  # an unhashable attribute value: no memo for this op
+                    key, found = None, None
+                if found is None:
+                    found = self._kind_lines(op, kind, hw, reads, writes, known)
+                    if key is not None:
+                        memo[key] = found
+                lines, want = found
+                for line in lines:
+                    pr.add(f"op '{op.id}': {line}")
+                if want is not None and op.duration != want:
+                    pr.add(
+                        f"op '{op.id}': duration {op.duration} disagrees with the cost model of "
+                        f"'{hw.name}' for kind '{kind.name}' ({want} cycles)"
+                    )
         names: set[str] = set()
         spaces = {s.name: s for s in hw.spaces}
         for it in self.items:
@@ -285,47 +313,35 @@ class OpGraph:
             self._check_cycles(pr)
         pr.raise_if_any(GraphError)
 
-    def _check_kind(self, op: Op, kind, hw: Hardware, pr: Problems, costs: dict[tuple, int]) -> None:
+    def _kind_lines(
+        self, op: Op, kind, hw: Hardware, reads: tuple, writes: tuple, known: bool
+    ) -> tuple[list[str], int | None]:
+        """What the kind table says of ``op``: its problems (without the op's name: every op of
+        the same kind, attributes and operand shapes gets the same ones) and the duration the
+        cost model gives it (None when it has none)."""
         a = op.attr
+        out = []
         lo, hi = kind.read_range(a)
         if not (lo <= len(op.reads) <= hi):
-            pr.add(f"op '{op.id}': kind '{kind.name}' reads {len(op.reads)} items, expected {lo}..{hi}")
+            out.append(f"kind '{kind.name}' reads {len(op.reads)} items, expected {lo}..{hi}")
         if len(op.writes) != len(kind.writes):
-            pr.add(
-                f"op '{op.id}': kind '{kind.name}' writes {len(op.writes)} items, expected {len(kind.writes)}"
-            )
+            out.append(f"kind '{kind.name}' writes {len(op.writes)} items, expected {len(kind.writes)}")
         if kind.gm and "tensor" in a and self.tensors and a["tensor"] not in self.tensor_map:
-            pr.add(f"op '{op.id}': unknown tensor '{a['tensor']}'")
-        for key in kind.missing(a):
-            pr.add(f"op '{op.id}': kind '{kind.name}' needs attribute '{key}'")
-        if kind.missing(a) or any(n not in self.item_map for n in (*op.reads, *op.writes)):
-            return
-        reads = [self.item_map[n].as_shape() for n in op.reads]
-        writes = [self.item_map[n].as_shape() for n in op.writes]
-        for line in extent_problems(kind, a, reads, writes):
-            pr.add(f"op '{op.id}': {line}")
+            out.append(f"unknown tensor '{a['tensor']}'")
+        missing = kind.missing(a)
+        out.extend(f"kind '{kind.name}' needs attribute '{key}'" for key in missing)
+        if missing or not known:
+            return out, None
+        out.extend(extent_problems(kind, a, reads, writes))
         if len(op.reads) < len(kind.reads) - kind.optional_reads or len(op.writes) != len(kind.writes):
-            return
+            return out, None
         # a kinded op's duration is the cost model's: the verifier's cost check holds every
         # program to it, so a disagreement is cheaper to report here than after solving
-        key = (kind.name, op.attrs, tuple(reads), tuple(writes))
         try:
-            want = costs.get(key)
-        except TypeError:  # an unhashable attribute value: no memo for this op
-            key, want = None, None
-        if want is None:
-            try:
-                want = kind.duration(hw, a, reads, writes)
-            except (InputError, KeyError, ValueError) as exc:
-                pr.add(f"op '{op.id}': kind '{kind.name}' has no cost on hardware '{hw.name}': {exc}")
-                return
-            if key is not None:
-                costs[key] = want
-        if op.duration != want:
-            pr.add(
-                f"op '{op.id}': duration {op.duration} disagrees with the cost model of "
-                f"'{hw.name}' for kind '{kind.name}' ({want} cycles)"
-            )
+            return out, kind.duration(hw, a, reads, writes)
+        except (InputError, KeyError, ValueError) as exc:
+            out.append(f"kind '{kind.name}' has no cost on hardware '{hw.name}': {exc}")
+            return out, None
 
     def _check_cycles(self, pr: Problems) -> None:
         # Kahn's algorithm on op indices is linear; networkx only names the cycle among the

@@ -204,7 +204,7 @@ def _mmad_sem(a, reads, writes, gm):
     if a.get("init", True):
         c[...] = acc
     else:
-        c[...] = c + acc
+        c += acc
 
 
 def _vec_sem(a, reads, writes, gm):

@@ -23,6 +23,7 @@ bottleneck pipe, then order); ``"order"`` by the topological order itself.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Sequence
 
@@ -118,6 +119,22 @@ def list_schedule(
         of the CP-SAT model, so it is a complete hint), or the first variant's description of
         where it got stuck.
     """
+    if variants is VARIANTS and fallbacks is FALLBACKS:
+        return _default_schedule(prob)
+    return _list_schedule(prob, variants, fallbacks)
+
+
+@functools.lru_cache(maxsize=4)
+def _default_schedule(prob: Problem) -> Timetable | Stuck:
+    """The default variants' schedule, once per problem: the coupled-link start list-schedules
+    a split's problems as a candidate, and then again when it chooses that split (a pure
+    function of the frozen problem, so the result is the same)."""
+    return _list_schedule(prob, VARIANTS, FALLBACKS)
+
+
+def _list_schedule(
+    prob: Problem, variants: Sequence[Variant], fallbacks: Sequence[Variant]
+) -> Timetable | Stuck:
     prep = Prep(prob)
     best: Timetable | None = None
     first_stuck: Stuck | None = None

@@ -7,8 +7,6 @@ producer proves nothing.
 
 from __future__ import annotations
 
-import gc
-import json
 import math
 import time
 from collections.abc import Callable
@@ -17,7 +15,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from staticsched.errors import InputError, StaticschedError
+from staticsched._gc import paused
+from staticsched._workers import PARALLEL_MIN_INSTRUCTIONS
+from staticsched.errors import InputError
 from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.program import Program
@@ -37,9 +37,9 @@ from staticsched.verify.memory import (
     placement_findings,
     uninitialized_read_findings,
 )
+from staticsched.verify.reference import Reference
 from staticsched.verify.replay import Replay, simulate
 from staticsched.verify.report import CHECKS, Finding, Report
-from staticsched.verify.workers import Mapped, default_processes
 
 T = TypeVar("T")
 
@@ -120,19 +120,29 @@ def verify(
     # the checks allocate ~10^7 acyclic objects on a chip; the cycle collector would walk all
     # of them over and over (a third of the run time), and forked jitter workers would copy
     # every page it touches
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused():
         return _verify(program, hw, jitter, seed, numeric, tol)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: bool, tol: float) -> Report:
 
     clock = _Timer()
     found: dict[str, list[Finding]] = {c: [] for c in CHECKS}
+    # the NumPy reference needs nothing but the program's source: a big program's is computed
+    # in a child process beside the index and the replay (staticsched.verify.reference)
+    reference: Reference | None = None
+    if numeric and program.source:
+        size = sum(len(st.instrs) for st in program.streams)
+        reference = Reference(program.source, seed, beside=size >= PARALLEL_MIN_INSTRUCTIONS)
+    try:
+        return _checks(program, hw, jitter, seed, numeric, tol, clock, found, reference)
+    finally:
+        if reference is not None:
+            reference.close()
+
+
+def _checks(program: Program, hw: Hardware, jitter: int, seed: int, numeric: bool, tol: float,
+            clock: _Timer, found: dict[str, list[Finding]], reference: Reference | None) -> Report:
     ix = clock.run("index", ProgramIndex, program, hw)
     found["input"].extend(ix.problems)
     # the jittered replays of a timed program need nothing but the index: start them now, in
@@ -141,9 +151,6 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
     # along the nominal issue order, fast)
     early = bool(jitter) and ix.timed
     pending = clock.run("jitter", jitter_start, ix, jitter, seed) if early else None
-    # the checks that read nothing but the index run beside the replay in a worker process
-    # for a big program (when no jitter worker already takes the other CPUs)
-    side = Mapped(_index_checks, [ix], default_processes(ix.n, 1) if pending is None else 0)
     try:
         # a flags program's transfers share the links as the hardware does (verify.fluid)
         shared = clock.run("replay", shared_transfers, ix)
@@ -168,8 +175,9 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
             *clock.run("memory", uninitialized_read_findings, ix, rep),
         ]
         found["conformance"].extend(clock.run("conformance", conformance_findings, ix, rep))
-        (checks,) = side.get()
-        ix.adopt_op_shapes(checks["shapes"])
+        # the checks that read nothing but the index, in this process: a second of work on a
+        # chip, where a forked worker spent more on copying the pages its reads touch
+        checks = _index_checks(ix)
         found["link"].extend(clock.run("links", link_findings, ix, rep))
         for name, seconds in checks["timings"]:
             clock.timings[name] = clock.timings.get(name, 0.0) + seconds
@@ -187,14 +195,13 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
         # the numbers are replayed once, on the nominal replay: a program without races computes
         # the same values under every timing (docs/verification.md, "Numbers under jitter")
         if numeric:
-            clock.run("numeric", _numeric, ix, rep, seed, tol, found, stats)
+            clock.run("numeric", _numeric, ix, rep, reference, tol, found, stats)
         else:
             stats["numeric"] = "not requested"
         if pending is not None:
             known = (frozenset(det.races), frozenset(df.unsatisfied))
             found["jitter"].extend(clock.run("jitter", jitter_collect, pending, ix, rep, *known))
     finally:
-        side.close()
         if pending is not None:
             pending.close()
     stats["jitter_replays"] = jitter
@@ -204,8 +211,7 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
 
 def _index_checks(ix: ProgramIndex) -> dict[str, Any]:
     """The checks that need nothing but the index: static flags, tensor spaces, cost and
-    extents, placements (findings per check, and the seconds each took), and the op shapes
-    they found (:meth:`ProgramIndex.op_shapes`, for the link check)."""
+    extents, placements (findings per check, and the seconds each took)."""
     clock = _Timer()
     flags = clock.run("flags", static_flag_findings, ix)
     spaces = clock.run("dataflow", tensor_space_findings, ix)
@@ -216,7 +222,6 @@ def _index_checks(ix: ProgramIndex) -> dict[str, Any]:
         "dataflow": spaces,
         "cost": cost,
         "memory": [*extents, *placement],
-        "shapes": ix.op_shapes(),
         "timings": sorted(clock.timings.items()),
     }
 
@@ -284,14 +289,15 @@ def _counts(ix: ProgramIndex, rep: Replay) -> dict[str, Any]:
 def _numeric(
     ix: ProgramIndex,
     rep: Replay,
-    seed: int,
+    reference: Reference | None,
     tolerance: float,
     found: dict[str, list[Finding]],
     stats: dict[str, Any],
 ) -> None:
     """Numeric replay of the nominal run against the source TaskGraph's reference: its
-    findings into ``found``, its verdict into ``stats``."""
-    if not ix.program.source:
+    findings into ``found``, its verdict into ``stats``; ``reference`` computes the inputs and
+    the reference (None without a source)."""
+    if reference is None:
         stats["numeric"] = "not applicable (program has no source TaskGraph)"
         found["input"].append(
             Finding(
@@ -310,7 +316,7 @@ def _numeric(
         stats["numeric"] = "not run (untyped items)"
         found["numeric"].extend(blockers)
         return
-    prepared = _reference(ix.program.source, seed)
+    prepared = reference.get()
     if isinstance(prepared, Finding):
         stats["numeric"] = "not run (bad source)"
         found["input"].append(prepared)
@@ -340,21 +346,3 @@ def _numeric(
     stats["numeric"] = "ok" if not found["numeric"] else "mismatch"
     stats["numeric_max_error"] = float(f"{worst:.6g}") if math.isfinite(worst) else "inf"
     stats["numeric_tolerance"] = tolerance
-
-
-def _reference(source: str, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | Finding:
-    """Inputs and NumPy reference of the source TaskGraph, or an ``input`` finding."""
-    from staticsched.frontend.reference import make_inputs, reference
-    from staticsched.frontend.taskgraph import taskgraph_from_dict
-
-    try:
-        data = json.loads(source)
-        tg = taskgraph_from_dict(data, "<program source>")
-    except json.JSONDecodeError as exc:
-        return Finding("input", "bad_source", f"the program's source TaskGraph is not JSON: {exc}")
-    except StaticschedError as exc:
-        return Finding(
-            "input", "bad_source", "the program's source TaskGraph is invalid: " + "; ".join(exc.problems)
-        )
-    inputs = make_inputs(tg, seed)
-    return dict(inputs), dict(reference(tg, inputs))

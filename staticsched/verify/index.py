@@ -213,11 +213,6 @@ class ProgramIndex(StreamIndex, GmSegments):
         self.records_sees = records
 
     # ------------------------------------------------------------------ queries used by checks
-    def adopt_op_shapes(self, shapes: tuple[list[int], list[int]]) -> None:
-        """Take :meth:`op_shapes` as a worker process computed it from this same index."""
-        if self._shapes is None:
-            self._shapes = shapes
-
     def op_shapes(self) -> tuple[list[int], list[int]]:
         """Micro-ops by *shape*: what the kind table computes for them (unit, duration, extents,
         route) depends only on the kind, the attributes (a region's shape, not where it lies)

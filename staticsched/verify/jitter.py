@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from staticsched._workers import Mapped, default_processes
 from staticsched.verify import numeric
 from staticsched.verify.dataflow import dataflow_findings, seen_write_findings
 from staticsched.verify.flags import double_set_findings
@@ -28,7 +29,6 @@ from staticsched.verify.hb import race_findings, timed_pass
 from staticsched.verify.index import OP, WAIT, ProgramIndex
 from staticsched.verify.replay import Replay, simulate
 from staticsched.verify.report import Finding
-from staticsched.verify.workers import Mapped, default_processes
 
 LOW, HIGH = 0.5, 3.0
 
@@ -201,7 +201,7 @@ def start(
         order (a sixth of an event-driven replay), unless ``data`` asks for numbers.
     processes
         Worker processes for the replays (default:
-        :func:`~staticsched.verify.workers.default_processes`; none with numeric data). The
+        :func:`~staticsched._workers.default_processes`; none with numeric data). The
         replays are independent, their durations are drawn here in replay order, and their
         findings are merged in replay order, so the result does not depend on it.
     """
@@ -213,8 +213,9 @@ def start(
     job = (ix, durations, seed, count, data, fast)
     if processes is None:
         # numeric jitter runs BLAS, which is not to be trusted in a forked child of a process
-        # whose BLAS threads are up: it stays here
-        processes = default_processes(ix.n, count) if data is None else 0
+        # whose BLAS threads are up: it stays here; so do the one-pass replays of a statically
+        # paired program (a tenth of a second each on a chip, less than forking a worker costs)
+        processes = default_processes(ix.n, count) if data is None and fast is None else 0
     return Mapped(functools.partial(_replay, job), range(count), processes)
 
 

@@ -71,20 +71,20 @@ def test_a_program_breaking_the_reuse_rule_is_replayed_event_by_event():
     assert not StaticPairs.applies(ix, rep, reuse_rule_kept=not reuse)
 
 
-def test_side_worker_gives_the_same_report(monkeypatch):
-    """The index-only checks (static flags, cost, placements, tensor spaces) give the same
-    report in a forked worker as in this process, findings in several checks included."""
+def test_reference_worker_gives_the_same_report(monkeypatch):
+    """The numeric reference computed in a spawned worker (a big program's) gives the same
+    report as in this process, a numeric mismatch and findings of other checks included."""
     from mutations import mmad_extent, overlap_items
 
-    from staticsched.verify import verify, workers
+    from staticsched.verify import api, verify
 
     program = overlap_items(mmad_extent(matmul_program(HW, 256, 256, 256, base=(64, 64, 64), cores=2), 0), 0)
     program = reuse_id_early(program, 0)
-    inline = verify(program, HW, jitter=2)
-    monkeypatch.setattr(workers, "PARALLEL_MIN_INSTRUCTIONS", 0)
-    forked = verify(program, HW, jitter=2)
+    inline = verify(program, HW, jitter=2, numeric=True)
+    monkeypatch.setattr(api, "PARALLEL_MIN_INSTRUCTIONS", 0)
+    forked = verify(program, HW, jitter=2, numeric=True)
     assert forked.text() == inline.text()
-    assert {c for c, _ in inline.kinds()} >= {"flag", "cost", "memory"}
+    assert {c for c, _ in inline.kinds()} >= {"flag", "cost", "memory", "numeric"}
 
 
 def test_jitter_along_the_nominal_order_gives_the_same_findings_in_workers():

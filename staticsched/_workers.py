@@ -1,4 +1,5 @@
-"""Forked worker processes for the checks that can run beside the main pass.
+"""Forked worker processes for work that can run beside the main pass: the verifier's side
+checks and jittered replays, the output files rendered side by side.
 
 A chip's index holds ~10^6 instructions: pickling it to a worker would cost more than the
 check. A forked worker sees it as it is. :class:`Mapped` runs ``fn(item)`` for each item in
