@@ -132,6 +132,10 @@ class FluidLinks:
 
 
 def _div(a: Time, b: Time) -> Time:
+    if type(a) is int and type(b) is int:
+        # the common case, integers: a Fraction only when they do not divide (exact either way)
+        q, r = divmod(a, b)
+        return q if r == 0 else Fraction(a, b)
     q = Fraction(a) / b
     return q.numerator if q.denominator == 1 else q
 

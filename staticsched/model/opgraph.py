@@ -47,6 +47,8 @@ VERSION = 1
 
 
 def _attr_tuple(value: Mapping[str, Any] | tuple) -> tuple[tuple[str, Any], ...]:
+    if type(value) is tuple:  # the common case, checked before the slow Mapping test
+        return value
     if isinstance(value, Mapping):
         return tuple(sorted(value.items()))
     return tuple(value)

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from staticsched._workers import Mapped, cpus
 from staticsched.solver.families import FAMILIES
 from staticsched.solver.families.base import Stuck, Tracker
 from staticsched.solver.families.links import LinkTracker
@@ -91,6 +92,9 @@ LINK_VARIANTS = (
     Variant("order", "graph", patient=False),
     Variant("critical", "release", patient=False),
 )
+#: problems of at least this many ops run their variants in forked workers: below it a fork
+#: costs more than a variant's run
+PARALLEL_OPS = 5_000
 #: candidates a free pipe examines per event time before it gives up until the next event
 #: (keeps free allocation linear when hundreds of ready ops wait for memory)
 #: ops looked at past a transfer its links cannot serve now
@@ -144,8 +148,10 @@ def _list_schedule(
             extra = tuple(v for v in extra if v.alloc != "release")
         variants = (*variants, *extra)
     for group in (variants, fallbacks):
-        for var in group:
-            res = run_variant(prob, prep, var)
+        # the variants are independent runs: a big problem's run side by side in forked
+        # workers, one per CPU (the results, in variant order, do not depend on it)
+        processes = min(cpus(), len(group)) if prob.n >= PARALLEL_OPS else 0
+        for res in Mapped(functools.partial(run_variant, prob, prep), group, processes).get():
             if isinstance(res, Stuck):
                 first_stuck = first_stuck or res
             elif best is None or res.makespan < best.makespan:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from staticsched._gc import paused
-from staticsched._workers import PARALLEL_MIN_INSTRUCTIONS
+from staticsched._workers import PARALLEL_MIN_INSTRUCTIONS, default_processes
 from staticsched.errors import InputError
 from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
@@ -151,12 +151,19 @@ def _checks(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
     # along the nominal issue order, fast)
     early = bool(jitter) and ix.timed
     pending = clock.run("jitter", jitter_start, ix, jitter, seed) if early else None
+    started: tuple[numreplay.Pending, dict[str, np.ndarray]] | None = None
     try:
         # a flags program's transfers share the links as the hardware does (verify.fluid)
         shared = clock.run("replay", shared_transfers, ix)
         rep = clock.run("replay", simulate, ix, shared=shared)
         double_sets = double_set_findings(ix, rep.double_sets)
         found["deadlock"].extend(_deadlock_findings(ix, rep))
+        # the numbers are replayed once, on the nominal replay: a program without races computes
+        # the same values under every timing (docs/verification.md, "Numbers under jitter"); a
+        # big program's half in a worker from now on, beside the checks below
+        numbers: dict[str, Any] = {}
+        if numeric:
+            started = clock.run("numeric", _numeric_start, ix, rep, reference, found, numbers)
 
         reuse: list[Finding] = []
         if ix.timed:
@@ -192,11 +199,10 @@ def _checks(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
                 "checked" if ix.records_sees
                 else "not checked: the program does not record which write a read must see "
                      "(written before that field existed)")
-        # the numbers are replayed once, on the nominal replay: a program without races computes
-        # the same values under every timing (docs/verification.md, "Numbers under jitter")
-        if numeric:
-            clock.run("numeric", _numeric, ix, rep, reference, tol, found, stats)
-        else:
+        stats.update(numbers)
+        if started is not None:
+            clock.run("numeric", _numeric_finish, ix, rep, started, tol, found, stats)
+        elif not numeric:
             stats["numeric"] = "not requested"
         if pending is not None:
             known = (frozenset(det.races), frozenset(df.unsatisfied))
@@ -204,6 +210,8 @@ def _checks(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
     finally:
         if pending is not None:
             pending.close()
+        if started is not None:
+            started[0].close()
     stats["jitter_replays"] = jitter
     findings = [f for c in CHECKS for f in found[c]]
     return Report(findings, stats, clock.timings)
@@ -286,17 +294,17 @@ def _counts(ix: ProgramIndex, rep: Replay) -> dict[str, Any]:
     }
 
 
-def _numeric(
+def _numeric_start(
     ix: ProgramIndex,
     rep: Replay,
     reference: Reference | None,
-    tolerance: float,
     found: dict[str, list[Finding]],
     stats: dict[str, Any],
-) -> None:
-    """Numeric replay of the nominal run against the source TaskGraph's reference: its
-    findings into ``found``, its verdict into ``stats``; ``reference`` computes the inputs and
-    the reference (None without a source)."""
+) -> tuple[numreplay.Pending, dict[str, np.ndarray]] | None:
+    """Start the numeric replay of the nominal run (:func:`staticsched.verify.numeric.start`),
+    with the reference it is to be compared to; None, with the reason in ``found`` and
+    ``stats``, when it cannot run. ``reference`` computes the inputs and the reference (None
+    without a source)."""
     if reference is None:
         stats["numeric"] = "not applicable (program has no source TaskGraph)"
         found["input"].append(
@@ -307,22 +315,37 @@ def _numeric(
                 "(programs scheduled from an OpGraph have none)",
             )
         )
-        return
+        return None
     if ix.problems:
         stats["numeric"] = "not run (input findings)"
-        return
+        return None
     blockers = numreplay.replayable(ix)
     if blockers:
         stats["numeric"] = "not run (untyped items)"
         found["numeric"].extend(blockers)
-        return
+        return None
     prepared = reference.get()
     if isinstance(prepared, Finding):
         stats["numeric"] = "not run (bad source)"
         found["input"].append(prepared)
-        return
+        return None
     inputs, ref = prepared
-    gm, errors = numreplay.run(ix, rep, inputs)
+    # a big program's cores that share no GM data replay in two processes
+    return numreplay.start(ix, rep, inputs, processes=default_processes(ix.n, 1)), ref
+
+
+def _numeric_finish(
+    ix: ProgramIndex,
+    rep: Replay,
+    started: tuple[numreplay.Pending, dict[str, np.ndarray]],
+    tolerance: float,
+    found: dict[str, list[Finding]],
+    stats: dict[str, Any],
+) -> None:
+    """Finish the numeric replay and compare it against the reference: its findings into
+    ``found``, its verdict into ``stats``."""
+    pending, ref = started
+    gm, errors = pending.finish()
     found["numeric"].extend(errors)
     worst = 0.0
     for name in numreplay.written_tensors(ix):

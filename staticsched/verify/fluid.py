@@ -176,9 +176,17 @@ class LinkShare:
             if rec.rate:
                 rec.rem = rec.rem - rec.rate * (t - rec.since)
             rec.since, rec.rate = t, r
-            q = Fraction(rec.rem) / r
-            rec.due = t + (q.numerator if q.denominator == 1 else q)
+            rec.due = t + _quotient(rec.rem, r)
             heapq.heappush(self.due, (rec.due, g))
+
+
+def _quotient(a: Fraction | int, b: Fraction | int) -> Fraction | int:
+    """``a / b`` exactly: an int when it is one."""
+    if type(a) is int and type(b) is int:
+        q, r = divmod(a, b)
+        return q if r == 0 else Fraction(a, b)
+    q = Fraction(a) / b
+    return q.numerator if q.denominator == 1 else q
 
 
 def _filled(capacity: Sequence[int], users: list[int], recs: dict[int, _Rec]) -> dict[int, Fraction | int]:

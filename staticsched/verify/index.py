@@ -69,6 +69,11 @@ class ProgramIndex(StreamIndex, GmSegments):
     def core_of(self, gid: int) -> int:
         return self.streams[self.stream_of[gid]].core
 
+    def core_per_gid(self) -> list[int]:
+        """:meth:`core_of` of every instruction."""
+        cores = [st.core for st in self.streams]
+        return [cores[s] for s in self.stream_of]
+
     def op_label(self, gid: int) -> str:
         """The id of a micro-op, or ``core<c>.<PIPE>#<index>`` for a sync instruction."""
         ins = self.instr[gid]

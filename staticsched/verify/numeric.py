@@ -16,14 +16,17 @@ kind (``"op"``) are opaque and skipped.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+from staticsched._workers import Mapped
 from staticsched.model.opkinds import KINDS
 from staticsched.verify.index import OP, ProgramIndex
+from staticsched.verify.index_state import GmAccess
 from staticsched.verify.replay import Replay
 from staticsched.verify.report import Finding
 
@@ -117,9 +120,10 @@ def written_tensors(ix: ProgramIndex) -> list[str]:
 
 
 def run(
-    ix: ProgramIndex, rep: Replay, inputs: Mapping[str, np.ndarray]
+    ix: ProgramIndex, rep: Replay, inputs: Mapping[str, np.ndarray], processes: int = 0
 ) -> tuple[dict[str, np.ndarray], list[Finding]]:
-    """Replay the data flow of ``rep`` starting from GM ``inputs``.
+    """Replay the data flow of ``rep`` starting from GM ``inputs`` (:func:`start`, then
+    :meth:`Pending.finish`).
 
     Returns
     -------
@@ -127,6 +131,156 @@ def run(
         Every GM tensor after the run (inputs copied, outputs allocated from the program's
         tensor declarations) and ``numeric``/``error`` findings for ops whose semantics failed.
     """
+    return start(ix, rep, inputs, processes).finish()
+
+
+def start(
+    ix: ProgramIndex, rep: Replay, inputs: Mapping[str, np.ndarray], processes: int = 0
+) -> Pending:
+    """Start the replay of :func:`run`; with ``processes`` (at most one is used), half of it
+    in a forked worker now, so that the caller can go on with other work meanwhile.
+
+    Cores that share no GM data -- no core reads a tensor another writes, no two write
+    overlapping regions of one, no item is accessed from two cores -- are split in two halves:
+    each sees exactly the values it would see in one replay, since nothing of the other reaches
+    it. Should either half fail, the whole program is replayed again in one piece, so the
+    findings never depend on the split."""
+    return Pending(ix, _events(ix, rep), inputs, _halves(ix) if processes else None)
+
+
+class Pending:
+    """A numeric replay under way (:func:`start`)."""
+
+    def __init__(
+        self,
+        ix: ProgramIndex,
+        events: list[tuple[int, int, int, int]],
+        inputs: Mapping[str, np.ndarray],
+        halves: tuple[set[int], set[int]] | None,
+    ) -> None:
+        self.ix, self.events, self.inputs = ix, events, inputs
+        self.side: Mapped | None = None
+        self.theirs: set[int] = set()
+        self.mine = events
+        if halves is not None:
+            core = ix.core_per_gid()
+            self.theirs = {g for g in range(ix.n) if core[g] in halves[1]}
+            self.mine = [e for e in events if e[3] not in self.theirs]
+            theirs = [e for e in events if e[3] in self.theirs]
+            self.side = Mapped(functools.partial(_replay_written, ix, inputs), [theirs], 1)
+
+    def finish(self) -> tuple[dict[str, np.ndarray], list[Finding]]:
+        """The replay's GM tensors and findings (replays this process's part now)."""
+        ix, inputs = self.ix, self.inputs
+        if self.side is None:
+            return _replay(ix, self.events, inputs)
+        try:
+            gm, findings = _replay(ix, self.mine, inputs)
+            ((written, failed),) = self.side.get()
+        finally:
+            self.close()
+        if findings or failed:
+            return _replay(ix, self.events, inputs)
+        for g in ix.gm_accesses:
+            if g.write and g.gid in self.theirs:
+                (r0, r1), (c0, c1) = g.region
+                gm[g.tensor][r0:r1, c0:c1] = written[g.tensor][r0:r1, c0:c1]
+        return gm, findings
+
+    def close(self) -> None:
+        """Stop the worker (idempotent)."""
+        if self.side is not None:
+            self.side.close()
+            self.side = None
+
+
+def _events(ix: ProgramIndex, rep: Replay) -> list[tuple[int, int, int, int]]:
+    """The replay's kinded micro-ops as ``(cycle, phase, seq, gid)``, sorted: ends (phase 0)
+    before starts (phase 1) at a cycle, as happens-before has it (a consumer may start when
+    its producer ends)."""
+    events = []
+    for seq, g in enumerate(rep.order):
+        if ix.role[g] == OP and ix.instr[g].kind in KINDS and rep.start[g] >= 0:
+            events.append((rep.end[g], 0, seq, g))
+            events.append((rep.start[g], 1, seq, g))
+    events.sort()
+    return events
+
+
+def _halves(ix: ProgramIndex) -> tuple[set[int], set[int]] | None:
+    """Two sets of cores no GM data flows between (balanced by micro-ops), or None."""
+    cores = sorted({st.core for st in ix.streams})
+    if len(cores) < 2:
+        return None
+    core = ix.core_per_gid()
+    parent = {c: c for c in cores}
+
+    def find(c: int) -> int:
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    by_tensor: dict[str, list[GmAccess]] = {}
+    for g in ix.gm_accesses:
+        by_tensor.setdefault(g.tensor, []).append(g)
+    for accs in by_tensor.values():
+        writes = [g for g in accs if g.write]
+        for w in writes:
+            cw = core[w.gid]
+            for g in accs:
+                c = core[g.gid]
+                if c != cw and (not g.write or _overlap(w.region, g.region)):
+                    parent[find(c)] = find(cw)
+    # an item two cores access (one in an unbounded space) joins them too
+    core_of_item: dict[str, int] = {}
+    for g in range(ix.n):
+        if ix.role[g] == OP:
+            c = core[g]
+            ins = ix.instr[g]
+            for name in (*ins.reads, *ins.writes):
+                other = core_of_item.setdefault(name, c)
+                if other != c:
+                    parent[find(c)] = find(other)
+    size: dict[int, int] = {}
+    for g in range(ix.n):
+        if ix.role[g] == OP:
+            root = find(core[g])
+            size[root] = size.get(root, 0) + 1
+    groups: dict[int, list[int]] = {}
+    for c in cores:
+        groups.setdefault(find(c), []).append(c)
+    if len(groups) < 2:
+        return None
+    # the largest groups first, each to the lighter half
+    halves: tuple[set[int], set[int]] = (set(), set())
+    load = [0, 0]
+    for root in sorted(groups, key=lambda r: (-size.get(r, 0), r)):
+        k = 0 if load[0] <= load[1] else 1
+        halves[k].update(groups[root])
+        load[k] += size.get(root, 0)
+    return halves if halves[1] else None
+
+
+def _overlap(a: tuple[tuple[int, int], tuple[int, int]], b: tuple[tuple[int, int], tuple[int, int]]) -> bool:
+    (ar0, ar1), (ac0, ac1) = a
+    (br0, br1), (bc0, bc1) = b
+    return ar0 < br1 and br0 < ar1 and ac0 < bc1 and bc0 < ac1
+
+
+def _replay_written(
+    ix: ProgramIndex, inputs: Mapping[str, np.ndarray], events: list[tuple[int, int, int, int]]
+) -> tuple[dict[str, np.ndarray], bool]:
+    """A worker's half: the GM tensors its ops write, and whether any op failed."""
+    gm, findings = _replay(ix, events, inputs)
+    written = {g.tensor for g in ix.gm_accesses if g.write}
+    return {name: gm[name] for name in sorted(written)}, bool(findings)
+
+
+def _replay(
+    ix: ProgramIndex, events: list[tuple[int, int, int, int]], inputs: Mapping[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], list[Finding]]:
+    """Run ``events`` (:func:`_events`) on fresh buffers from GM ``inputs``."""
     findings: list[Finding] = []
     gm: dict[str, np.ndarray] = {}
     for t in ix.tensors.values():
@@ -149,12 +303,6 @@ def run(
     views = _views(ix, findings)
     if views is None:
         return gm, findings
-    events = []
-    for seq, g in enumerate(rep.order):
-        if ix.role[g] == OP and ix.instr[g].kind in KINDS and rep.start[g] >= 0:
-            events.append((rep.end[g], 0, seq, g))
-            events.append((rep.start[g], 1, seq, g))
-    events.sort()
     pending: dict[int, tuple[list[np.ndarray], list[np.ndarray], list]] = {}
     failed = False
     instr = ix.instr

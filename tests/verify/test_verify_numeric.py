@@ -150,3 +150,58 @@ def test_verify_replays_the_numbers_once_and_the_race_check_covers_every_timing(
     assert jittered.stat["numeric"] == "ok"
     clean = verify(matmul_program(m=32, n=32, k=32), HW, numeric=True, jitter=3)
     assert clean.ok and clean.stat["numeric"] == "ok"
+
+
+def _replay_both_ways(program):
+    ix = ProgramIndex(program, load_hardware(HW))
+    rep = simulate(ix)
+    inputs = make_inputs(taskgraph_from_dict(json.loads(program.source)), seed=0)
+    one, found_one = numeric.run(ix, rep, inputs)
+    split, found_split = numeric.run(ix, rep, inputs, processes=1)
+    return ix, one, found_one, split, found_split
+
+
+def test_cores_sharing_no_data_replay_in_two_processes_with_the_same_numbers():
+    program = matmul_program(m=128, n=128, k=64, base=(32, 32, 32), cores=4)
+    ix, one, found_one, split, found_split = _replay_both_ways(program)
+    halves = numeric._halves(ix)
+    assert halves is not None and halves[0] and halves[1]
+    assert not found_one and not found_split
+    assert one.keys() == split.keys()
+    for name in one:
+        assert one[name].tobytes() == split[name].tobytes(), name
+
+
+def test_a_failing_half_replays_the_whole_program_in_one_piece():
+    # a load of core 1 reads outside its tensor: the same finding with or without the split
+    program = matmul_program(m=128, n=128, k=64, base=(32, 32, 32), cores=2)
+    streams = []
+    for st in program.streams:
+        instrs = list(st.instrs)
+        if st.core == 1 and st.unit == "MTE2":
+            k = next(j for j, i in enumerate(instrs) if i.kind == "load")
+            a = dict(instrs[k].attrs)
+            a["region"] = ((0, 32), (5000, 5032))
+            instrs[k] = attrs.evolve(instrs[k], attrs=a)
+        streams.append(Stream(st.core, st.unit, instrs))
+    _, one, found_one, split, found_split = _replay_both_ways(attrs.evolve(program, streams=streams))
+    assert found_one and [f.message for f in found_split] == [f.message for f in found_one]
+    for name in one:
+        assert np.array_equal(one[name], split[name], equal_nan=True), name
+
+
+def test_cores_joined_by_gm_data_are_not_split():
+    assert numeric._halves(ProgramIndex(matmul_program(cores=1), load_hardware(HW))) is None
+    ix = ProgramIndex(matmul_program(m=64, n=64, k=64, cores=2), load_hardware(HW))
+    assert numeric._halves(ix) is not None
+    # the same program with a load of core 1 reading a region of C that core 0 writes
+    a = {"tensor": "C", "region": ((0, 32), (0, 32))}
+    program = matmul_program(m=64, n=64, k=64, cores=2)
+    streams = []
+    for st in program.streams:
+        instrs = list(st.instrs)
+        if st.core == 1 and st.unit == "MTE2":
+            k = next(j for j, i in enumerate(instrs) if i.kind == "load")
+            instrs[k] = attrs.evolve(instrs[k], attrs={**dict(instrs[k].attrs), **a})
+        streams.append(Stream(st.core, st.unit, instrs))
+    assert numeric._halves(ProgramIndex(attrs.evolve(program, streams=streams), load_hardware(HW))) is None

@@ -269,7 +269,9 @@ def _items(
     """
     graph, hw, local, flag_slots = group.graph, group.hw, group.local, group.flag_slots
     core_rel = {c: k for k, c in enumerate(group.cores)}
-    edge_lat = {(a, b): lat for a, b, lat in edges}
+    preds: dict[int, list[tuple[int, int]]] = {}
+    for a, b, lat in edges:
+        preds.setdefault(b, []).append((a, lat))
     ops = graph.ops
     by_space: dict[tuple[int, str], list[tuple[int, int, int, tuple[int, ...], int]]] = {}
     pipes_of: dict[tuple[int, str], set[str]] = {}
@@ -280,7 +282,7 @@ def _items(
         assert last_w is not None, "a checked graph writes every item it reads"
         tails = sorted({local[last_w], *(local[r] for r in reads)})
         key = (core_rel[ops[first].core], it.space)
-        live = _min_live([local[i] for i, _ in accesses], tails, dur, edge_lat)
+        live = _min_live([local[i] for i, _ in accesses], tails, dur, preds)
         by_space.setdefault(key, []).append((gi, it.bytes, local[first], tuple(tails), live))
         pipes_of.setdefault(key, set()).update(ops[i].unit for i in (first, last_w, *reads))
     spaces: list[SpaceSpec] = []
@@ -326,18 +328,19 @@ def _items(
 
 
 def _min_live(
-    accessors: list[int], tails: list[int], dur: Sequence[int], edge_lat: dict[tuple[int, int], int]
+    accessors: list[int], tails: list[int], dur: Sequence[int], preds: dict[int, list[tuple[int, int]]]
 ) -> int:
     """Longest path from the first access's start to the end of a tail access, along edges
-    between the item's own accesses (program order is topological for them)."""
+    between the item's own accesses (program order is topological for them); ``preds``: each
+    op's incoming edges ``(source, latency)``."""
     order = list(dict.fromkeys(accessors))
     dist = {order[0]: 0}
-    for k, x in enumerate(order[1:], 1):
+    for x in order[1:]:
         best = -1
-        for y in order[:k]:
-            lat = edge_lat.get((y, x))
-            if lat is not None and y in dist:
-                best = max(best, dist[y] + dur[y] + lat)
+        for y, lat in preds.get(x, ()):
+            d = dist.get(y)
+            if d is not None:
+                best = max(best, d + dur[y] + lat)
         if best >= 0:
             dist[x] = best
     return max(dist.get(a, 0) + dur[a] for a in tails)
