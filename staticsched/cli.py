@@ -395,9 +395,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
-    # numeric replay runs thousands of tiny matmuls: threaded BLAS only adds overhead
-    # (measured 15 ms vs 0.04 ms per 128^3 tile on a loaded 2-core machine)
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     sys.exit(main())
 
 

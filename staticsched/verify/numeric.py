@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from staticsched._workers import Mapped
 from staticsched.model.opkinds import KINDS
@@ -306,7 +307,9 @@ def _replay(
     pending: dict[int, tuple[list[np.ndarray], list[np.ndarray], list]] = {}
     failed = False
     instr = ix.instr
-    with np.errstate(all="ignore"):
+    # one BLAS thread: the replay runs 10^4-10^5 tile products, between which a threaded BLAS's
+    # idle threads spin against this process's other work and the replay's worker
+    with np.errstate(all="ignore"), threadpool_limits(1, user_api="blas"):
         for _, phase, _, g in events:
             if phase == 1:
                 ins = instr[g]
