@@ -20,7 +20,7 @@ from staticsched.emit.sync import Flag, SyncPlan, plan_sync, plan_timed
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.deps import intended_writes
 from staticsched.model.fluid import FluidLinks, FluidTransfer
-from staticsched.model.hardware import RATE_DENOM
+from staticsched.model.hardware import RATE_DENOM, SyncModel
 from staticsched.model.links import op_transfer, rate_text
 from staticsched.model.placement import SyncEvent
 from staticsched.model.program import Instr, ProgItem, Program, Stream
@@ -114,7 +114,8 @@ def replay(schedule: Schedule, plan: SyncPlan) -> Replayed:
 
 
 def _latencies(sync, plan: SyncPlan) -> list[int]:
-    return [sync.latency((f.set_core, f.set_unit), (f.wait_core, f.wait_unit)) for f in plan.flags]
+    return [sync.route_latency(f.route) if f.route else
+            sync.latency((f.set_core, f.set_unit), (f.wait_core, f.wait_unit)) for f in plan.flags]
 
 
 def _check_finished(plan: SyncPlan, at: Sequence[int]) -> None:
@@ -320,6 +321,7 @@ def _program(schedule: Schedule, plan: SyncPlan, played: Replayed, mode: str) ->
     # which write each read of an item several ops write must see (the verifier checks it)
     sees = intended_writes(graph)
     index = graph.op_index
+    sync = schedule.hw.sync
     streams = []
     for s, st in enumerate(plan.streams):
         instrs = []
@@ -341,7 +343,17 @@ def _program(schedule: Schedule, plan: SyncPlan, played: Replayed, mode: str) ->
                     )
                 )
             elif mode == "flags":
-                instrs.append(_sync_instr(plan.flags[ref], what, cycle))
+                f = plan.flags[ref]
+                # a merged mode-2 flag's AIC side is its group's one instruction
+                if not (f.merged and st.core % sync.cluster_size == sync.hub_slot):
+                    if f.route == "2":
+                        # an AIC's mode-2 WAIT passes when its group's last AIV has set
+                        j = k + 1
+                        while j < len(st.slots) and st.slots[j][0] == what and \
+                                plan.flags[st.slots[j][1]].merged:
+                            cycle = max(cycle, int(cycles[s][j]))
+                            j += 1
+                    instrs.append(_sync_instr(f, what, cycle, sync))
         streams.append(Stream(st.core, st.unit, instrs))
     return Program(
         hw=schedule.hw.name,
@@ -354,11 +366,15 @@ def _program(schedule: Schedule, plan: SyncPlan, played: Replayed, mode: str) ->
     )
 
 
-def _sync_instr(f: Flag, what: str, cycle: int) -> Instr:
+def _sync_instr(f: Flag, what: str, cycle: int, sync: SyncModel) -> Instr:
     if f.kind == "cross":
+        if f.route == "2":
+            # a mode-2 flag names its cluster's AIC: the peer on an AIV, the core itself on the AIC
+            aic = f.set_core if f.set_core % sync.cluster_size == sync.hub_slot else f.wait_core
+            return Instr(f"{what}_cross", cycle, event=f.event, peer_core=aic, mode="2")
         if what == "set":
-            return Instr("set_cross", cycle, event=f.event, peer_core=f.wait_core)
-        return Instr("wait_cross", cycle, event=f.event, peer_core=f.set_core)
+            return Instr("set_cross", cycle, event=f.event, peer_core=f.wait_core, mode=f.route)
+        return Instr("wait_cross", cycle, event=f.event, peer_core=f.set_core, mode=f.route)
     return Instr(f"{what}_flag", cycle, src=f.set_unit, dst=f.wait_unit, event=f.event)
 
 

@@ -16,7 +16,8 @@ def _short(ins: Instr) -> str:
     if ins.kind in FLAG_KINDS:
         return f"{MNEMONIC[ins.kind]} {quote(ins.src)} {quote(ins.dst)} {ins.event}"
     if ins.kind in CROSS_KINDS:
-        return f"{MNEMONIC[ins.kind]} {ins.peer_core} {ins.event}"
+        mode = f" mode={ins.mode}" if ins.mode else ""
+        return f"{MNEMONIC[ins.kind]} {ins.peer_core} {ins.event}{mode}"
     return f"{MNEMONIC.get(ins.kind, ins.kind.upper())} {quote(ins.id)}"
 
 

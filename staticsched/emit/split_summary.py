@@ -46,17 +46,17 @@ def _covered(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-def flag_peaks(schedule: Schedule, plan: SyncPlan) -> dict[tuple[int, int, int], tuple[int, int]]:
-    """Per cross-core id ``(set core, wait core, id)``: how many flags used it and the peak of
-    its counter (sets fired, waits not yet passed) along the nominal timetable."""
+def flag_peaks(schedule: Schedule, plan: SyncPlan) -> dict[tuple[int, int, int, str], tuple[int, int]]:
+    """Per cross-core counter ``(set core, wait core, id, route)``: how many flags used it and
+    the peak of its counter (sets fired, waits not yet passed) along the nominal timetable."""
     when = {t.id: (t.start, t.end) for t in schedule.ops}
-    events: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    events: dict[tuple[int, int, int, str], list[tuple[int, int]]] = {}
     for f in plan.flags:
         if f.kind != "cross":
             continue
         s = when[f.set_op][1 if f.set_side == "after" else 0]
         w = when[f.wait_op][0 if f.wait_side == "before" else 1]
-        events.setdefault((f.set_core, f.wait_core, f.event), []).extend([(s, 1), (w, -1)])
+        events.setdefault((f.set_core, f.wait_core, f.event, f.route), []).extend([(s, 1), (w, -1)])
     out = {}
     for key in sorted(events):
         level = peak = 0
@@ -86,4 +86,10 @@ def split_lines(schedule: Schedule, plan: SyncPlan, busy: Mapping[tuple[int, str
         lines.append(f"cross-core   : {sum(n for n, _ in peaks.values())} flags on {ids} (core pair, id)s, "
                      f"at most {most} per id; peak counter {peak} of capacity "
                      f"{hw.sync.cross_core_capacity} (nominal timetable)")
+        routes = [f.route for f in plan.flags if f.kind == "cross"]
+        if any(routes):
+            groups = sum(1 for f in plan.flags if f.route == "2" and not f.merged)
+            lines.append(f"  routes     : {routes.count('2')} mode 2 (one broadcast SET or AND WAIT "
+                         f"for each {hw.cluster_size - 1} of them on the AIC: {groups} instructions), "
+                         f"{routes.count('gm')} GM words")
     return lines

@@ -13,7 +13,7 @@ import re
 from staticsched.errors import ProgramError
 from staticsched.model.attrcodec import value_ok
 from staticsched.model.opkinds import KINDS
-from staticsched.model.program import SYNC_MNEMONICS, Instr, Program
+from staticsched.model.program import CROSS_MODES, SYNC_MNEMONICS, Instr, Program
 
 #: the kind of an opaque op (an OpGraph op without a kind)
 OPAQUE = "op"
@@ -90,7 +90,8 @@ def _instr_problems(ins: Instr) -> list[str]:
     unused: list[str] = []
     if ins.sees and len(ins.sees) != len(ins.reads):
         return [f"'sees' names {len(ins.sees)} writers for {len(ins.reads)} reads"]
-    if ins.kind in _ATTR_TYPES and not ins.src and not ins.dst and ins.event == -1 and ins.peer_core == -1:
+    if (ins.kind in _ATTR_TYPES and not ins.src and not ins.dst and ins.event == -1 and ins.peer_core == -1
+            and not ins.mode):
         # the common micro-op: only its attributes need a closer look
         types = _ATTR_TYPES[ins.kind]
         if len(ins.attrs) == len({k for k, _ in ins.attrs}) and all(
@@ -102,10 +103,13 @@ def _instr_problems(ins: Instr) -> list[str]:
         unused += [f for f in ("reads", "writes", "attrs", "sees") if getattr(ins, f)]
         if ins.kind.endswith("_flag"):
             unused += ["peer_core"] if ins.peer_core != -1 else []
+            unused += ["mode"] if ins.mode else []
         else:
             unused += [f for f in ("src", "dst") if getattr(ins, f)]
+            if ins.mode and ins.mode not in CROSS_MODES:
+                return [f"mode {ins.mode!r} is not a cross-core flag mode ({', '.join(CROSS_MODES)})"]
     else:
-        unused = [f for f in ("src", "dst") if getattr(ins, f)]
+        unused = [f for f in ("src", "dst", "mode") if getattr(ins, f)]
         unused += [f for f in ("event", "peer_core") if getattr(ins, f) != -1]
     out = [f"field '{f}' is not used by kind {ins.kind!r}" for f in unused]
     types = attr_types(ins.kind)

@@ -32,6 +32,7 @@ _INSTR_DEFAULTS = {
     "event": -1,
     "peer_core": -1,
     "sees": (),
+    "mode": "",
 }
 
 
@@ -53,6 +54,8 @@ def _instr_to_dict(ins: Instr) -> dict[str, Any]:
         out["peer_core"] = ins.peer_core
     if ins.sees:
         out["sees"] = list(ins.sees)
+    if ins.mode:
+        out["mode"] = ins.mode
     return out
 
 
@@ -121,6 +124,8 @@ def _instr_json(ins: Instr) -> str:
         parts.append(f'"peer_core": {int(ins.peer_core)}')
     if ins.sees:
         parts.append(f'"sees": [{", ".join(map(_q, ins.sees))}]')
+    if ins.mode:
+        parts.append(f'"mode": {_q(ins.mode)}')
     return ", ".join(parts) + "}"
 
 
@@ -177,7 +182,10 @@ def _instr_from_dict_quick(body: Any) -> Instr | None:
     kind, cycle, id_, src, dst = get("kind"), get("cycle"), get("id", ""), get("src", ""), get("dst", "")
     duration, event, peer = get("duration", 0), get("event", -1), get("peer_core", -1)
     reads, writes, raw, sees = get("reads", []), get("writes", []), get("attrs", {}), get("sees", [])
+    mode = get("mode", "")
     if (
+        type(mode) is not str
+        or
         type(kind) is not str
         or kind not in MNEMONIC
         or type(cycle) is not int
@@ -201,7 +209,7 @@ def _instr_from_dict_quick(body: Any) -> Instr | None:
             attrs_ = tuple((k, attr_from_json(types[k], v)) for k, v in raw.items())
         except (KeyError, ValueError):
             return None
-    return Instr(kind, cycle, id_, duration, reads, writes, attrs_, src, dst, event, peer, sees)
+    return Instr(kind, cycle, id_, duration, reads, writes, attrs_, src, dst, event, peer, sees, mode)
 
 
 def _instr_from_dict(body: Any, where: str, pr: Problems) -> Instr | None:
@@ -248,6 +256,7 @@ def _instr_from_dict(body: Any, where: str, pr: Problems) -> Instr | None:
         dst=get_str(body, "dst", where, pr, default=""),
         event=get_int(body, "event", where, pr, default=-1),
         peer_core=get_int(body, "peer_core", where, pr, default=-1),
+        mode=get_str(body, "mode", where, pr, default=""),
     )
 
 

@@ -48,7 +48,8 @@ def _instr_line(ins: Instr) -> str:
     if ins.kind in FLAG_KINDS:
         return f"{head} {quote(ins.src)} {quote(ins.dst)} {ins.event}"
     if ins.kind in CROSS_KINDS:
-        return f"{head} {ins.peer_core} {ins.event}"
+        return f"{head} {ins.peer_core} {ins.event} mode={ins.mode}" if ins.mode else \
+            f"{head} {ins.peer_core} {ins.event}"
     types = attr_types(ins.kind)
     parts = [head, quote(ins.id), str(ins.duration)]
     parts += [quote(r) for r in ins.reads]
@@ -236,9 +237,9 @@ def _parse_instr(line: _Line) -> Instr:
         return ins
     if kind in CROSS_KINDS:
         peer = line.integer("the peer core")
-        ins = Instr(kind, cycle, event=line.integer("the event id"), peer_core=peer)
-        line.end()
-        return ins
+        event = line.integer("the event id")
+        mode = line.fields(("mode",)).get("mode")
+        return Instr(kind, cycle, event=event, peer_core=peer, mode=mode.value if mode else "")
     op_id = line.word("the op id")
     duration = line.integer("the duration")
     reads, writes = [], []
@@ -288,9 +289,15 @@ def _parse_instr_quick(raw: str) -> Instr | None:
             return None
         return Instr(kind, cycle, src=w[2], dst=w[3], event=int(w[4]))
     if kind in CROSS_KINDS:
-        if len(w) != 4 or not _INT.match(w[2]) or not _INT.match(w[3]):
+        if len(w) == 5 and w[4].startswith("mode=") and "=" not in w[4][5:] and '"' not in w[4]:
+            mode = w[4][5:]
+        elif len(w) == 4:
+            mode = ""
+        else:
             return None
-        return Instr(kind, cycle, event=int(w[3]), peer_core=int(w[2]))
+        if not _INT.match(w[2]) or not _INT.match(w[3]):
+            return None
+        return Instr(kind, cycle, event=int(w[3]), peer_core=int(w[2]), mode=mode)
     if len(w) < 5 or "=" in w[2] or not _INT.match(w[3]) or ARROW not in w:
         return None
     arrow = w.index(ARROW)

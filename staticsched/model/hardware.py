@@ -72,14 +72,46 @@ class SyncModel:
     cross_core_modes: tuple[int, ...] = attrs.field(converter=tuple, default=())
     #: a cross-core wait stalls every pipe of the waiting core (A2/A3), not just one
     cross_core_wait_stalls_core: bool = False
+    #: cycles from a GM-word flag's store to its polling wait seeing it (IBSet/IBWait): how
+    #: cores signal where the chip has no hardware flag between them
+    gm_flag_latency: int = 0
+    #: set by the loader on split chips whose modes lack point-to-point flags: cores per
+    #: cluster, and the place in a cluster of the core mode 2 connects to the others (the AIC)
+    cluster_size: int = 0
+    hub_slot: int = -1
+
+    @property
+    def pair_flags(self) -> bool:
+        """Whether any core can signal any other with a point-to-point counting flag (the
+        coupled presets, and the 950's mode 4); without, a flag is mode 2 or a GM word."""
+        return self.cluster_size == 0 or 4 in self.cross_core_modes
+
+    def route(self, src_core: int, dst_core: int) -> str:
+        """How a cross-core flag from ``src_core`` to ``dst_core`` travels: ``""`` a
+        point-to-point flag, ``"2"`` a mode-2 flag (the AIC and an AIV of one cluster), ``"gm"``
+        a GM word (across clusters, between two AIVs, or where no hardware flag fits)."""
+        if self.pair_flags:
+            return ""
+        cs = self.cluster_size
+        if (2 in self.cross_core_modes and src_core // cs == dst_core // cs
+                and (src_core % cs == self.hub_slot) != (dst_core % cs == self.hub_slot)):
+            return "2"
+        return "gm"
+
+    def route_latency(self, route: str) -> int:
+        """A cross-core flag's latency by its route (:meth:`route`)."""
+        return self.gm_flag_latency if route == "gm" else self.cross_core_latency
 
     def latency(self, src: tuple[int, str], dst: tuple[int, str]) -> int:
         """Cycles from an op on pipe ``src`` = ``(core, unit)`` ending to a dependent op on pipe
         ``dst`` starting: 0 on one pipe (program order), ``flag_latency`` across the pipes of
-        one core (a flag carries the dependency), ``cross_core_latency`` across cores. The one
-        definition of an edge's latency: the solver, the normaliser, the schedule check, the
-        sync planner and the program builder all use it."""
+        one core (a flag carries the dependency), across cores the latency of the flag's route
+        (``cross_core_latency``, or ``gm_flag_latency`` for a GM word). The one definition of
+        an edge's latency: the solver, the normaliser, the schedule check, the sync planner and
+        the program builder all use it."""
         if src[0] != dst[0]:
+            if self.cluster_size and not self.pair_flags:
+                return self.route_latency(self.route(src[0], dst[0]))
             return self.cross_core_latency
         return self.flag_latency if src[1] != dst[1] else 0
 

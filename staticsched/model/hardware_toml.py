@@ -12,6 +12,8 @@ from importlib import resources
 from pathlib import Path as FsPath
 from typing import Any
 
+import attrs
+
 from staticsched._fields import (
     Problems,
     check_keys,
@@ -115,7 +117,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     w = f"{where}: sync"
     check_keys(sync_d, {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency",
                         "cross_core_capacity", "cross_core_ids_per_core", "cross_core_modes",
-                        "cross_core_wait_stalls_core"}, w, pr)
+                        "cross_core_wait_stalls_core", "gm_flag_latency"}, w, pr)
     modes = get_list(sync_d, "cross_core_modes", w, pr, default=[])
     if any(isinstance(m, bool) or m not in _MODES for m in modes) or len(set(modes)) != len(modes):
         pr.add(f"{w}: 'cross_core_modes' = {modes!r} must list distinct modes of {list(_MODES)}")
@@ -135,6 +137,9 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         cross_core_modes=tuple(sorted(modes)),
         cross_core_wait_stalls_core=get_bool(sync_d, "cross_core_wait_stalls_core", w, pr, default=False),
     )
+    cross_latency = sync.cross_core_latency
+    sync = attrs.evolve(sync, gm_flag_latency=get_int(sync_d, "gm_flag_latency", w, pr,
+                                                      default=cross_latency, minimum=0))
 
     if sync.cross_core_latency < sync.flag_latency:
         # a dependency implied through another core must cost at least a direct flag, or the
@@ -220,6 +225,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
                    "each (leave 'cores' out: it follows from the clusters)")
         cores = clusters * size
         _check_split_paths(where, core_types, spaces, paths, cube, vector, sync, pr)
+        sync = _with_clusters(sync, core_types)
     elif sync.cross_core_modes or sync.cross_core_ids_per_core or sync.cross_core_wait_stalls_core:
         pr.add(f"{where}: sync: 'cross_core_modes', 'cross_core_ids_per_core' and "
                "'cross_core_wait_stalls_core' describe split-core chips: declare [core_types] "
@@ -331,6 +337,20 @@ def _check_split_paths(
     if 2 in sync.cross_core_modes and len(core_types) < 2:
         pr.add(f"{where}: sync: cross_core_modes has 2 (one core type to the other in a cluster) "
                "but the chip declares one core type")
+    elif 2 in sync.cross_core_modes and sum(t.per_cluster == 1 for t in core_types) != 1:
+        pr.add(f"{where}: sync: cross_core_modes has 2, which joins a cluster's one core of a type "
+               "to the others: exactly one core type needs per_cluster = 1 (the AIC), found "
+               f"{sum(t.per_cluster == 1 for t in core_types)}")
+
+
+def _with_clusters(sync: SyncModel, core_types: list[CoreType]) -> SyncModel:
+    """``sync`` with the cluster shape its flag routes need (:meth:`SyncModel.route`)."""
+    hub, slot = -1, 0
+    for t in core_types:
+        if t.per_cluster == 1 and hub < 0:
+            hub = slot
+        slot += t.per_cluster
+    return attrs.evolve(sync, cluster_size=slot, hub_slot=hub)
 
 
 def _read_roles(data: dict[str, Any], where: str, spaces: list[Space], pr: Problems) -> dict[str, str]:

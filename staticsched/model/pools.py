@@ -39,8 +39,13 @@ class PoolKey:
         return PoolKey.flag(self.core, self.dst, self.src)
 
     def budget(self, sync: SyncModel) -> int:
-        """How many ids the pool has."""
-        return sync.cross_core_event_ids if self.kind == "cross" else sync.event_ids
+        """How many ids the pool has: a mode-2 flag's ids are the receiving core's own
+        (``cross_core_ids_per_core`` of them, where given)."""
+        if self.kind != "cross":
+            return sync.event_ids
+        if sync.cross_core_ids_per_core and sync.route(self.core, self.peer) == "2":
+            return min(sync.cross_core_event_ids, sync.cross_core_ids_per_core)
+        return sync.cross_core_event_ids
 
     def capacity(self, sync: SyncModel) -> int:
         """How many sets one id may have outstanding: 1 for a binary intra-core flag, the

@@ -32,6 +32,10 @@ CROSS_KINDS = ("set_cross", "wait_cross")
 SYNC_KINDS = FLAG_KINDS + CROSS_KINDS
 #: the sync kinds that set a flag (the others wait on one)
 SET_KINDS = ("set_flag", "set_cross")
+#: how a cross-core flag travels besides a point-to-point counter (``mode=`` in the program):
+#: ``"2"`` an A2/A3 mode-2 flag between a cluster's AIC and its AIVs (the AIC's SET counts on
+#: both AIVs, its WAIT needs a SET from each), ``"gm"`` a GM word (IBSet/IBWait)
+CROSS_MODES = ("2", "gm")
 #: a sync kind's mnemonic
 SYNC_MNEMONICS = {k: k.upper() for k in SYNC_KINDS}
 
@@ -71,7 +75,9 @@ class Instr:
     ``kind`` is a micro-op kind from :mod:`staticsched.model.opkinds`, ``"op"`` for an
     opaque op (no kind), or one of :data:`SYNC_KINDS`. ``cycle`` is the nominal issue cycle.
     Micro-ops use ``id/duration/reads/writes/attrs``; flags use ``src/dst/event``; cross
-    flags use ``event/peer_core``. ``sees`` (micro-ops) names, per read, the op whose write
+    flags use ``event/peer_core`` and ``mode`` (:data:`CROSS_MODES`; ``""`` a point-to-point
+    flag; in mode 2 ``peer_core`` is the cluster's AIC, the core itself on the AIC). ``sees``
+    (micro-ops) names, per read, the op whose write
     that read must see when several ops write its item (its producer in the OpGraph's
     sequential order), ``""`` for a read of an item one op writes; empty when the program does
     not record it (older programs).
@@ -89,6 +95,7 @@ class Instr:
     event: int = -1
     peer_core: int = -1
     sees: tuple[str, ...] = _field(converter=_sees, default=())
+    mode: str = ""
 
     @property
     def is_sync(self) -> bool:

@@ -6,6 +6,7 @@ live in :mod:`replay` and :mod:`hb`.
 
 from __future__ import annotations
 
+from staticsched.model.program import CROSS_MODES
 from staticsched.verify.index import SET, Key, ProgramIndex, key_text
 from staticsched.verify.report import Finding
 
@@ -19,7 +20,9 @@ def static_flag_findings(ix: ProgramIndex) -> list[Finding]:
 
     Kinds: ``wrong_pipe`` (a set not on its source pipe, a wait not on its destination
     pipe), ``self_flag``, ``unknown_unit``, ``unknown_core``, ``id_out_of_range``,
-    ``flag_in_timed_mode``, ``unpaired_set``, ``unpaired_wait``.
+    ``flag_in_timed_mode``, ``unpaired_set``, ``unpaired_wait``, and for the ways a cross-core
+    flag travels: ``no_such_flag`` (a mode the chip lacks, a point-to-point flag on a chip
+    without them, ``mode=2`` outside an AIC and an AIV of one cluster), ``bad_mode``.
     """
     hw = ix.hw
     units = set(hw.unit_names)
@@ -31,9 +34,10 @@ def static_flag_findings(ix: ProgramIndex) -> list[Finding]:
         grouped.setdefault((kind, key), []).append(gid)
         messages.setdefault((kind, key), message)
 
+    parts = ix.parts
     for g in range(ix.n):
         key = ix.key_of[g]
-        if key is None:
+        if key is None or g in parts:  # an AIC's mode-2 instruction is checked once
             continue
         ins = ix.instr[g]
         core, unit = ix.core_of(g), ix.unit_of(g)
@@ -62,6 +66,13 @@ def static_flag_findings(ix: ProgramIndex) -> list[Finding]:
                     )
             limit = hw.sync.event_ids
         else:
+            limit = hw.sync.cross_core_event_ids
+            route = _route_problem(ix, g, core)
+            if route:
+                note(*route)
+            if ins.mode == "2" and hw.sync.cross_core_ids_per_core:
+                # a mode-2 flag's id is one of the receiving core's own
+                limit = min(limit, hw.sync.cross_core_ids_per_core)
             if ins.peer_core == core:
                 note("self_flag", key, g, f"{ix.describe(g)}: a cross-core flag from core {core} to itself")
             elif not 0 <= ins.peer_core < hw.cores:
@@ -71,15 +82,18 @@ def static_flag_findings(ix: ProgramIndex) -> list[Finding]:
                     g,
                     f"{ix.describe(g)} names core {ins.peer_core}, out of range 0..{hw.cores - 1}",
                 )
-            limit = hw.sync.cross_core_event_ids
         if not 0 <= ins.event < limit:
+            field = ("event_ids" if key[0] != "cross" else "cross_core_ids_per_core: the receiving core's "
+                     "usable ids" if limit != hw.sync.cross_core_event_ids else "cross_core_event_ids")
             note(
                 "id_out_of_range",
                 key,
                 g,
-                f"{ix.describe(g)}: id {ins.event} is outside 0..{limit - 1} "
-                f"({'cross_core_event_ids' if key[0] == 'cross' else 'event_ids'} = {limit})",
+                f"{ix.describe(g)}: id {ins.event} is outside 0..{limit - 1} ({field} = {limit})",
             )
+    for g, peer in ix._mode2:
+        note("no_such_flag", ix.key_of[g], g, f"{ix.describe(g)}: on the AIC a mode-2 flag names the "
+             f"core itself (its cluster), not core {peer}")
     out = []
     for kind, key in sorted(grouped, key=lambda x: (x[1], x[0])):
         gids = grouped[(kind, key)]
@@ -87,6 +101,32 @@ def static_flag_findings(ix: ProgramIndex) -> list[Finding]:
         out.append(_finding(ix, kind, messages[(kind, key)] + more, gids[:1]))
     out.extend(pairing_findings(ix))
     return out
+
+
+def _route_problem(ix: ProgramIndex, g: int, core: int) -> tuple[str, Key, int, str] | None:
+    """Why cross-core instruction ``g`` names a flag the chip does not have, if it does."""
+    ins, sync, key = ix.instr[g], ix.hw.sync, ix.key_of[g]
+    mode, peer = ins.mode, ins.peer_core
+    if mode and mode not in CROSS_MODES:
+        return ("bad_mode", key, g, f"{ix.describe(g)}: mode {mode!r} is not a cross-core flag mode "
+                f"({', '.join(CROSS_MODES)})")
+    if mode == "gm" or not 0 <= peer < ix.hw.cores or peer == core:
+        return None
+    modes = ", ".join(map(str, sync.cross_core_modes)) or "none"
+    if not mode:
+        if sync.pair_flags:
+            return None
+        return ("no_such_flag", key, g, f"{ix.describe(g)}: '{ix.hw.name}' has no point-to-point flag "
+                f"between cores (modes {modes}): core {core} and core {peer} signal with mode=2 "
+                "(an AIC and an AIV of one cluster) or mode=gm (a GM word)")
+    if 2 not in sync.cross_core_modes:
+        return ("no_such_flag", key, g, f"{ix.describe(g)}: '{ix.hw.name}' has no mode-2 flag "
+                f"(modes {modes})")
+    if sync.route(core, peer) != "2":
+        return ("no_such_flag", key, g, f"{ix.describe(g)}: a mode-2 flag joins an AIC and an AIV of one "
+                f"cluster, not core {core} (cluster {core // sync.cluster_size}) and core {peer} "
+                f"(cluster {peer // sync.cluster_size})")
+    return None
 
 
 def pairing_findings(ix: ProgramIndex) -> list[Finding]:

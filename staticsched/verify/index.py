@@ -79,7 +79,7 @@ class ProgramIndex(StreamIndex, GmSegments):
         ins = self.instr[gid]
         if self.role[gid] == OP and ins.id:
             return ins.id
-        return f"core{self.core_of(gid)}.{self.unit_of(gid)}#{self.pos_of[gid]}"
+        return f"core{self.core_of(gid)}.{self.unit_of(gid)}#{self.file_pos.get(gid, self.pos_of[gid])}"
 
     def finding_at(self, check: str, kind: str, message: str, gid: int, cycle: int) -> Finding:
         """A finding about instruction ``gid`` at ``cycle``: its op, core and pipe."""
@@ -95,9 +95,13 @@ class ProgramIndex(StreamIndex, GmSegments):
             return f"'{self.op_label(gid)}' (core {core} {unit})"
         if ins.kind in _FLAGS:
             what = f"{SYNC_MNEMONICS[ins.kind]} {ins.src}->{ins.dst} id {ins.event}"
+        elif ins.mode == "2":
+            what = f"{SYNC_MNEMONICS[ins.kind]} mode 2 {'to' if self.role[gid] == SET else 'from'} core " \
+                f"{ins.peer_core} id {ins.event}"
         else:
-            what = f"{SYNC_MNEMONICS[ins.kind]} peer core {ins.peer_core} id {ins.event}"
-        return f"{what} (core {core} {unit}#{self.pos_of[gid]}{self._context(gid)})"
+            how = " GM word" if ins.mode == "gm" else ""
+            what = f"{SYNC_MNEMONICS[ins.kind]}{how} peer core {ins.peer_core} id {ins.event}"
+        return f"{what} (core {core} {unit}#{self.file_pos.get(gid, self.pos_of[gid])}{self._context(gid)})"
 
     def _context(self, gid: int) -> str:
         """Where a sync instruction sits: after / before the nearest micro-op of its stream."""

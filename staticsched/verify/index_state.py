@@ -64,8 +64,9 @@ def key_text(key: Key) -> str:
     if key[0] == "flag":
         _, core, src, dst, event = key
         return f"flag {src}->{dst} id {event} on core {core}"
-    _, src_core, dst_core, event = key
-    return f"cross flag core {src_core}->core {dst_core} id {event}"
+    _, src_core, dst_core, event, mode = key
+    how = {"2": "mode-2 ", "gm": "GM-word "}.get(mode, "")
+    return f"{how}cross flag core {src_core}->core {dst_core} id {event}"
 
 
 def _region(value: Any) -> tuple[tuple[int, int], tuple[int, int]] | None:
@@ -101,6 +102,13 @@ class IndexState:
         self.instr: list[Instr] = []
         self.stream_of: list[int] = []
         self.pos_of: list[int] = []
+        #: gid -> position in its stream as the file has it, where they differ (an AIC's
+        #: mode-2 instruction is indexed once per AIV of its cluster)
+        self.file_pos: dict[int, int] = {}
+        #: the gids of an expanded instruction but its last (the instruction is done with it)
+        self.parts: set[int] = set()
+        #: (gid, peer) of each AIC mode-2 instruction whose peer is not the AIC itself
+        self._mode2: list[tuple[int, int]] = []
         self.role: list[int] = []
         self.key_of: list[Key | None] = []
         self.dur: list[int] = []

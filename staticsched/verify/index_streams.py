@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from staticsched.model.opkinds import KINDS
 from staticsched.model.program import (
     SYNC_KINDS,
@@ -54,18 +56,48 @@ class StreamIndex(IndexState):
                     pipes=(st.unit,),
                 )
             base = len(self.instr)
-            n = len(st.instrs)
-            self.instr.extend(st.instrs)
+            instrs = self._expanded(base, st)
+            n = len(instrs)
+            self.instr.extend(instrs)
             self.stream_of.extend([s] * n)
             self.pos_of.extend(range(n))
             self.stream_gids.append(list(range(base, base + n)))
-            self._index_stream(base, st)
+            self._index_stream(base, st.core, st.unit, instrs)
 
-    def _index_stream(self, base: int, st: Any) -> None:
+    def _expanded(self, base: int, st: Any) -> list[Instr]:
+        """The stream's instructions, with every mode-2 SET or WAIT of a cluster's AIC as one
+        instruction per AIV of the cluster in a row (a SET counts on each AIV's counter, a WAIT
+        needs each AIV's SET: the AIVs' WAITs in a row are one AIC WAIT, as every cross-core
+        wait stalls the whole core). The file's positions are kept for messages."""
+        instrs = st.instrs
+        sync = self.hw.sync
+        if (not sync.cluster_size or st.core % sync.cluster_size != sync.hub_slot
+                or not any(ins.mode == "2" for ins in instrs)):
+            return instrs
+        first = st.core - sync.hub_slot
+        aivs = [c for c in range(first, first + sync.cluster_size) if c != st.core]
+        out: list[Instr] = []
+        for pos, ins in enumerate(instrs):
+            if ins.mode == "2" and ins.kind in _SYNC and ins.kind not in _FLAGS:
+                if ins.peer_core != st.core:
+                    self._mode2.append((base + len(out), ins.peer_core))
+                for aiv in aivs:
+                    self.file_pos[base + len(out)] = pos
+                    out.append(attrs.evolve(ins, peer_core=aiv))
+                    self.parts.add(base + len(out) - 1)
+                self.parts.discard(base + len(out) - 1)
+            else:
+                if len(out) != pos:
+                    self.file_pos[base + len(out)] = pos
+                out.append(ins)
+        return out
+
+    def _index_stream(self, base: int, core: int, unit: str, instrs: Any) -> None:
         """Index one stream's instructions; sync instructions (most of a chip's ~10^6) take an
         inlined path, everything else :meth:`_index_instr`."""
-        core, unit = st.core, st.unit
-        flag_latency, cross_latency = self.hw.sync.flag_latency, self.hw.sync.cross_core_latency
+        sync = self.hw.sync
+        flag_latency, cross_latency = sync.flag_latency, sync.cross_core_latency
+        gm_latency = sync.gm_flag_latency
         role, dur, accesses, latency, key_of, cycle = (
             self.role.append,
             self.dur.append,
@@ -75,7 +107,7 @@ class StreamIndex(IndexState):
             self.cycle.append,
         )
         sets_of, waits_of = self.sets_of, self.waits_of
-        for pos, ins in enumerate(st.instrs):
+        for pos, ins in enumerate(instrs):
             kind, cyc = ins.kind, ins.cycle
             if kind not in _SYNC or type(cyc) is not int or cyc < 0:
                 self._index_instr(base + pos, ins, core, unit)
@@ -87,11 +119,11 @@ class StreamIndex(IndexState):
                 key: Key = ("flag", core, ins.src, ins.dst, ins.event)
                 latency(flag_latency)
             elif kind == "set_cross":
-                key = ("cross", core, ins.peer_core, ins.event)
-                latency(cross_latency)
+                key = ("cross", core, ins.peer_core, ins.event, ins.mode)
+                latency(gm_latency if ins.mode == "gm" else cross_latency)
             else:
-                key = ("cross", ins.peer_core, core, ins.event)
-                latency(cross_latency)
+                key = ("cross", ins.peer_core, core, ins.event, ins.mode)
+                latency(gm_latency if ins.mode == "gm" else cross_latency)
             key_of(key)
             if kind in _SETS:
                 role(SET)
@@ -123,12 +155,12 @@ class StreamIndex(IndexState):
             if kind_name in _FLAGS:
                 key: Key = ("flag", core, ins.src, ins.dst, ins.event)
                 self.latency.append(self.hw.sync.flag_latency)
-            elif kind_name == "set_cross":
-                key = ("cross", core, ins.peer_core, ins.event)
-                self.latency.append(self.hw.sync.cross_core_latency)
             else:
-                key = ("cross", ins.peer_core, core, ins.event)
-                self.latency.append(self.hw.sync.cross_core_latency)
+                if kind_name == "set_cross":
+                    key = ("cross", core, ins.peer_core, ins.event, ins.mode)
+                else:
+                    key = ("cross", ins.peer_core, core, ins.event, ins.mode)
+                self.latency.append(self.hw.sync.route_latency(ins.mode))
             self.key_of.append(key)
             table = self.sets_of if role == SET else self.waits_of
             got = table.get(key)

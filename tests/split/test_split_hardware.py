@@ -103,6 +103,10 @@ def _path(unit, src, dst):
         (lambda d: d["sync"].update(cross_core_ids_per_core=-1), "'cross_core_ids_per_core' = -1"),
         (lambda d: d["sync"].update(cross_core_wait_stalls_core="yes"),
          "'cross_core_wait_stalls_core' must be"),
+        (lambda d: d["sync"].update(gm_flag_latency=-5), "'gm_flag_latency' = -5"),
+        (lambda d: d["core_types"]["AIC"].update(per_cluster=2),
+         "cross_core_modes has 2, which joins a cluster's one core of a type to the others: exactly "
+         "one core type needs per_cluster = 1 (the AIC), found 0"),
         (lambda d: (d.pop("clusters"), d.pop("core_types")),
          "'cross_core_modes', 'cross_core_ids_per_core' and 'cross_core_wait_stalls_core' "
          "describe split-core chips"),
@@ -330,16 +334,16 @@ def test_no_cross_core_ids_is_refused_with_the_reason_and_one_id_suffices(tmp_pa
 _STALL_PROGRAM = """format staticsched.program 1
 hw ascend-a2
 mode flags
-makespan 600
+makespan 1000
 item u core=1 space=UB offset=0 bytes=64 live=0:200 dtype="" shape=-
 stream 0 FIXPIPE 2
-  {aic_wait} WAIT_CROSS 1 0
-  {aic_set} SET_CROSS 1 0
+  {aic_wait} WAIT_CROSS 1 0 mode=gm
+  {aic_set} SET_CROSS 1 0 mode=gm
 stream 1 MTE2 1
-  {aiv_wait} WAIT_CROSS 0 0
+  {aiv_wait} WAIT_CROSS 0 0 mode=gm
 stream 1 MTE3 2
   0 OP st 200 -> u
-  200 SET_CROSS 0 0
+  200 SET_CROSS 0 0 mode=gm
 end
 """
 
@@ -356,11 +360,12 @@ def test_a_whole_core_wait_holds_back_the_core_s_later_instructions(tmp_path):
     # cycles put the wait first, core 1's MTE3 never issues: a deadlock through the stall
     from staticsched.verify import verify
 
-    # the cycles of the nominal run (cross-core latency 200): the AIV's wait placed in its
-    # core's order where it passes, after the MTE3 op and set have issued
-    ok = _stall_program(aic_wait=400, aic_set=400, aiv_wait=600)
+    # the cycles of the nominal run (GM-word flags, latency 400; a mode-2 flag would reach
+    # both AIVs): the AIV's wait placed in its core's order where it passes, after the MTE3
+    # op and set have issued
+    ok = _stall_program(aic_wait=600, aic_set=600, aiv_wait=1000)
     assert verify(ok, "ascend-a2").ok
-    hung = _stall_program(aic_wait=400, aic_set=400, aiv_wait=0)  # the wait placed first
+    hung = _stall_program(aic_wait=600, aic_set=600, aiv_wait=0)  # the wait placed first
     report = verify(hung, "ascend-a2")
     dead = [f for f in report.findings if f.check == "deadlock"]
     assert dead and "held by the whole-core wait" in dead[0].message, report.text()

@@ -1,7 +1,9 @@
 """Broken split-core programs the verifier must reject, each class on three emitted programs,
-and the unbroken programs clean (no false alarm): a dropped "consumed" wait (the AIC
-overwrites a workspace slot an AIV has not loaded), a counter driven past its capacity, and
-a cross-core wait moved after the instruction it guards."""
+and the unbroken programs and equivalent mutants clean (no false alarm): a dropped "consumed"
+wait (the AIC overwrites a workspace slot an AIV has not loaded), a counter driven past its
+capacity, a 16th outstanding mode-2 set, a mode-2 AND wait one AIV never sets, a swapped pair
+of sets that no happens-before orders, and a cross-core wait moved after the instruction it
+guards."""
 
 from __future__ import annotations
 
@@ -123,3 +125,92 @@ def test_a_counter_driven_past_its_capacity_is_reported(name):
     overflow2 = [f for f in report2.findings if f.kind == "counter_overflow"]
     assert overflow or overflow2, (report.text(), report2.text())
     assert all("capacity" in f.message for f in overflow + overflow2)
+
+
+def _first(instrs, kind, mode):
+    return next(i for i, ins in enumerate(instrs) if ins.kind == kind and ins.mode == mode)
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_the_emitted_programs_use_mode_2_in_a_cluster_and_gm_words_across(name):
+    program = _program(name)
+    modes = {(st.core, ins.peer_core, ins.mode) for st in program.streams for ins in st.instrs
+             if ins.kind in ("set_cross", "wait_cross")}
+    # the AIC names itself, each AIV its AIC; nothing else is mode 2, and no flag is point to point
+    assert {(0, 0, "2"), (1, 0, "2"), (2, 0, "2"), (3, 3, "2")} <= modes
+    assert all(mode == "gm" or (mode == "2" and peer in (core - core % 3,)) for core, peer, mode in modes)
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_a_sixteenth_outstanding_mode_2_set_overflows_the_counters(name):
+    program = _program(name)
+    k = _stream(program, 0, "FIXPIPE")
+    instrs = list(program.streams[k].instrs)
+    i = _first(instrs, "set_cross", "2")
+    # 16 sets of the AIC's first "stored" flag before any AIV waits: each AIV's counter of
+    # the id would hold 16, one more than the 0-15 it can
+    report = verify(_with(program, k, instrs[:i] + [instrs[i]] * 15 + instrs[i:]), _hw(), jitter=0)
+    overflow = [f for f in report.findings if f.kind == "counter_overflow"]
+    assert {f.core for f in overflow} == {0}, report.text()
+    # the broadcast overflows both AIVs' counters, the first time at the 16th set
+    first = [f for f in overflow if f"FIXPIPE#{i + 15}," in f.message]  # the 16th
+    assert sorted(f.message.split(" id ")[0] for f in first) == [
+        "SET_CROSS mode 2 to core 1", "SET_CROSS mode 2 to core 2"], report.text()
+    assert all("already counts 15 sets not yet waited (its capacity" in f.message for f in overflow)
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_a_mode_2_wait_that_one_aiv_never_sets_is_a_deadlock(name):
+    program = _program(name)
+    k = _stream(program, 2, "MTE2")  # the second AIV's "consumed" sets
+    instrs = list(program.streams[k].instrs)
+    i = _first(instrs, "set_cross", "2")
+    report = verify(_with(program, k, instrs[:i] + instrs[i + 1:]), _hw(), jitter=0)
+    dead = [f for f in report.findings if f.check == "deadlock"]
+    # the AIC's AND wait has core 1's set but never core 2's
+    assert dead and "WAIT_CROSS mode 2 from core 2" in dead[0].message, report.text()
+    assert any(f.kind == "unpaired_wait" and f.core == 0 for f in report.findings), report.text()
+
+
+def _cross_set_of_pipe(program, core, unit):
+    k = _stream(program, core, unit)
+    return k, next(i for i, ins in enumerate(program.streams[k].instrs) if ins.kind == "set_cross")
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_a_swapped_pair_of_unordered_sets_is_caught(name):
+    # an AIV's "consumed" set (MTE2, after a load from the ring) and its store's GM-word set
+    # (MTE3) fire in no order the hardware guarantees; swapped, the store's consumers are
+    # told "stored" when only the load is done
+    program = _program(name)
+    (ka, ia), (kb, ib) = _cross_set_of_pipe(program, 1, "MTE2"), _cross_set_of_pipe(program, 1, "MTE3")
+    a, b = list(program.streams[ka].instrs), list(program.streams[kb].instrs)
+    a[ia], b[ib] = attrs.evolve(b[ib], cycle=a[ia].cycle), attrs.evolve(a[ia], cycle=b[ib].cycle)
+    mutant = _with(_with(program, ka, a), kb, b)
+    report = verify(mutant, _hw(), jitter=0)
+    assert any(f.check in ("race", "dataflow") for f in report.findings), report.text()
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_equivalent_mutants_of_mode_2_programs_are_clean(name):
+    program = _program(name)
+    # (1) a cluster's mode-2 id renumbered on every instruction that uses it, to an id it
+    # does not use: the same counters under another name
+    renamed = program
+    for k, st in enumerate(program.streams):
+        if st.core in (0, 1, 2):
+            renamed = _with(renamed, k, [attrs.evolve(ins, event=5) if ins.mode == "2" else ins
+                                         for ins in st.instrs])
+    assert verify(renamed, _hw(), jitter=2).ok
+    # (2) two sets in a row on one pipe (nothing between them) swapped: they fire together
+    swapped = program
+    for k, st in enumerate(program.streams):
+        instrs = list(st.instrs)
+        for i in range(len(instrs) - 1):
+            pair = {instrs[i].kind, instrs[i + 1].kind}
+            if pair <= {"set_cross", "set_flag"} and instrs[i] != instrs[i + 1]:
+                instrs[i], instrs[i + 1] = instrs[i + 1], instrs[i]
+                swapped = _with(swapped, k, instrs)
+                break
+    assert swapped != program
+    assert verify(swapped, _hw(), jitter=2).ok

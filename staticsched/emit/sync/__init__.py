@@ -10,6 +10,8 @@ slots, every flag with its anchors and event id, and the counts. Planning runs i
    rule, with credits where needed, without moving any op.
 3. When ids run short there: the **baton plan** (:mod:`.baton`), which trades time for ids
    and never fails given one id per pool.
+4. On chips without point-to-point cross-core flags (A2/A3), each cross-core flag's **route**
+   (:mod:`.routes`): a mode-2 flag between a cluster's AIC and its AIVs, or a GM word.
 
 Modules: :mod:`.plan` (the plan's types), :mod:`.layout` (the timetable as indices and the
 dependencies to cover), then the passes.
@@ -23,6 +25,7 @@ from staticsched.emit.sync.groups import plan_by_groups
 from staticsched.emit.sync.ids import IdAssigner
 from staticsched.emit.sync.layout import Layout, dependencies
 from staticsched.emit.sync.plan import Flag, PlanStream, SyncPlan, SyncStats, ids_used
+from staticsched.emit.sync.routes import assign_routes
 from staticsched.errors import EventBudgetError, InfeasibleError
 from staticsched.model.schedule import Schedule
 from staticsched.progress import Progress, silent
@@ -61,6 +64,10 @@ def plan_sync(schedule: Schedule, progress: Progress | None = None) -> SyncPlan:
         When the timetable violates a dependency, or a pool the plan needs has no id at all
         (a budget of 0; the solver's precheck reports dependencies that need one first).
     """
+    return assign_routes(schedule.hw.sync, _plan(schedule, progress))
+
+
+def _plan(schedule: Schedule, progress: Progress | None) -> SyncPlan:
     lay = Layout.of(schedule)
     deps = dependencies(schedule, lay)
     with (progress or silent()).counter("placing flags", len(lay.ids)) as count:

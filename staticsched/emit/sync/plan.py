@@ -43,6 +43,11 @@ class Flag:
     wait_side: str
     event: int
     item: str = ""
+    #: how a cross-core flag travels (:mod:`staticsched.emit.sync.routes`): ``""``
+    #: point-to-point, ``"2"`` mode 2, ``"gm"`` a GM word
+    route: str = ""
+    #: a mode-2 flag whose AIC-side SET or WAIT is the one of the flag before it in its group
+    merged: bool = False
 
     @property
     def id_key(self) -> PoolKey:

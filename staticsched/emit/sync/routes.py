@@ -1,0 +1,75 @@
+"""Pass 4 of sync planning on chips without point-to-point cross-core flags (A2/A3): how each
+cross-core flag travels.
+
+Such a chip signals between a cluster's AIC and its AIVs with **mode-2** flags only: one AIC
+SET adds one to the counter of the id on *every* AIV of the cluster, and one AIC WAIT passes
+only when every AIV has set the id. A mode-2 flag therefore covers a *group*: on the AIC's
+stream, one SET slot per AIV of the cluster in a row (nothing between them, so they fire at
+the same point), all with the same id, or likewise one WAIT slot per AIV. Such a group becomes
+one mode-2 instruction on the AIC; each AIV keeps its own WAIT (or SET), also in mode 2. The
+flags keep their ids and anchors, so the plan's guarantees hold unchanged: per receiving core
+and id the sets, the waits and the counter are exactly those of the point-to-point pools the
+ids were assigned in (the AIC's WAIT is the AIVs' WAITs in a row, which a whole-core stall makes
+one). Every other cross-core flag (across clusters, between two AIVs, or an AIC<->AIV flag
+without its group) goes through a **GM word** (IBSet/IBWait) with the chip's
+``gm_flag_latency``; the program's nominal replay times it so.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from staticsched.emit.sync.plan import Flag, SyncPlan
+from staticsched.model.hardware import SyncModel
+
+
+def assign_routes(sync: SyncModel, plan: SyncPlan) -> SyncPlan:
+    """``plan`` with every cross-core flag's route (``Flag.route``) and the members of each
+    mode-2 group after its first marked ``merged`` (their AIC-side instruction is the first's)."""
+    if sync.pair_flags or not any(f.kind == "cross" for f in plan.flags):
+        return plan
+    flags = plan.flags
+    route = [sync.route(f.set_core, f.wait_core) if f.kind == "cross" else "" for f in flags]
+    grouped = [False] * len(flags)
+    merged = [False] * len(flags)
+    size = sync.cluster_size - 1  # the AIVs a mode-2 flag reaches
+    for st in plan.streams:
+        if st.core % sync.cluster_size != sync.hub_slot:
+            continue
+        slots = st.slots
+        k = 0
+        while k + size <= len(slots):
+            group = _group(flags, route, grouped, slots[k:k + size])
+            if group is None:
+                k += 1
+                continue
+            for j, f in enumerate(group):
+                grouped[f] = True
+                merged[f] = j > 0
+            k += size
+    out = []
+    for f, fl in enumerate(flags):
+        r = route[f]
+        if r == "2" and not grouped[f]:
+            r = "gm"
+        out.append(attrs.evolve(fl, route=r, merged=merged[f]) if r else fl)
+    return attrs.evolve(plan, flags=out)
+
+
+def _group(flags: tuple[Flag, ...], route: list[str], grouped: list[bool],
+           window: tuple) -> list[int] | None:
+    """The flags of ``window`` (consecutive slots of an AIC stream) if they form a mode-2
+    group: all SETs or all WAITs of mode-2 candidates not yet grouped, one per AIV of the
+    cluster, with one id."""
+    what = window[0][0]
+    if what == "op":
+        return None
+    fs = []
+    for w, f in window:
+        if w != what or route[f] != "2" or grouped[f]:
+            return None
+        fs.append(f)
+    peers = {flags[f].wait_core if what == "set" else flags[f].set_core for f in fs}
+    if len(peers) != len(fs) or len({flags[f].event for f in fs}) != 1:
+        return None
+    return fs

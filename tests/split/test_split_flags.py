@@ -1,0 +1,106 @@
+"""How a cross-core flag travels on a chip without point-to-point flags (A2/A3): mode 2
+between a cluster's AIC and its AIVs, GM words otherwise; the format's ``mode=`` field, the
+routes the solver prices, and the verifier's one-line refusals of flags the chip lacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from staticsched.formats.program_json import dumps_program_json, program_from_dict
+from staticsched.formats.program_text import dumps_program_text, parse_program_text
+from staticsched.model.hardware_toml import load_hardware
+from staticsched.verify import verify
+
+_PROGRAM = """format staticsched.program 1
+hw ascend-a2
+mode flags
+makespan {end}
+stream 0 FIXPIPE 2
+  0 SET_CROSS {aic_peer} {id} mode=2
+  {aic_wait} WAIT_CROSS {aic_peer} {id} mode=2
+stream 1 MTE2 2
+  200 WAIT_CROSS 0 {id} mode=2
+  200 SET_CROSS 0 {id} mode=2
+stream 2 MTE2 3
+  200 WAIT_CROSS 0 {id} mode=2
+  200 OP work {work} ->
+  {aiv2_set} SET_CROSS 0 {id} mode=2
+end
+"""
+
+
+def _program(work=1, aic_peer=0, id=3):
+    # the nominal run: AIC set at 0, visible at 200 on both AIVs; AIV 2 sets after its work;
+    # the AIC's AND wait passes 200 cycles after the later AIV set
+    end = 200 + work + 200
+    return parse_program_text(_PROGRAM.format(aic_peer=aic_peer, id=id, aiv2_set=200 + work,
+                                              aic_wait=end, end=end, work=work))
+
+
+def test_routes_on_ascend_a2_and_the_coupled_preset():
+    a2 = load_hardware("ascend-a2").sync
+    assert (a2.route(0, 1), a2.route(2, 0), a2.route(1, 2), a2.route(0, 4), a2.route(4, 0)) == \
+        ("2", "2", "gm", "gm", "gm")
+    assert a2.latency((0, "FIXPIPE"), (1, "MTE2")) == a2.cross_core_latency == 200
+    assert a2.latency((1, "MTE3"), (3, "MTE2")) == a2.gm_flag_latency == 400
+    seed = load_hardware("seed-davinci").sync
+    assert seed.pair_flags and seed.route(0, 5) == ""
+
+
+def test_a_mode_2_handshake_verifies_and_round_trips_in_both_forms():
+    # the AIC's broadcast reaches both AIVs; its AND wait passes with the later AIV set
+    program = _program()
+    report = verify(program, "ascend-a2")
+    assert report.ok, report.text()
+    text = dumps_program_text(program)
+    assert "SET_CROSS 0 3 mode=2" in text and parse_program_text(text) == program
+    import json
+    assert program_from_dict(json.loads(dumps_program_json(program))) == program
+    late = _program(work=300)
+    assert late.makespan == 700 and verify(late, "ascend-a2").ok
+
+
+def test_an_and_wait_that_one_aiv_never_sets_names_the_missing_aiv():
+    program = _program()
+    st = program.streams[2]
+    import attrs
+    program = attrs.evolve(program, streams=[*program.streams[:2], attrs.evolve(st, instrs=st.instrs[:2])])
+    report = verify(program, "ascend-a2")
+    dead = [f for f in report.findings if f.check == "deadlock"]
+    assert dead and "WAIT_CROSS mode 2 from core 2 id 3 (core 0 FIXPIPE#1" in dead[0].message, report.text()
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    # a point-to-point flag: A2/A3 have none
+    ("SET_CROSS 0 3 mode=2", None),
+    ("SET_CROSS 1 3", "'ascend-a2' has no point-to-point flag between cores (modes 0, 1, 2): core 0 "
+                      "and core 1 signal with mode=2"),
+    ("SET_CROSS 0 9 mode=2", "id 9 is outside 0..7 (cross_core_ids_per_core"),
+    ("SET_CROSS 1 3 mode=2", "on the AIC a mode-2 flag names the core itself (its cluster), not core 1"),
+    ("SET_CROSS 0 3 mode=7", "mode '7' is not a cross-core flag mode (2, gm)"),
+])
+def test_flags_the_chip_does_not_have_are_one_line_each(text, needle):
+    program = parse_program_text(dumps_program_text(_program()).replace("\n  0 SET_CROSS 0 3 mode=2",
+                                                                        f"\n  0 {text}"))
+    report = verify(program, "ascend-a2")
+    if needle is None:
+        assert report.ok, report.text()
+        return
+    hits = [f for f in report.findings if needle in f.message]
+    assert len(hits) == 1 and hits[0].check == "flag", report.text()
+
+
+def test_mode_2_across_clusters_is_refused():
+    text = """format staticsched.program 1
+hw ascend-a2
+mode flags
+makespan 200
+stream 1 MTE3 1
+  0 SET_CROSS 3 0 mode=2
+stream 3 FIXPIPE 1
+  200 WAIT_CROSS 1 0 mode=gm
+end
+"""
+    report = verify(parse_program_text(text), "ascend-a2")
+    assert any(f.kind == "no_such_flag" and "not core 1 (cluster 0) and core 3 (cluster 1)" in f.message
+               for f in report.findings), report.text()
