@@ -150,13 +150,9 @@ def solve(
         out = [("coupled search", _assemble(graph, hw, solved_pairs, results, run, 0.0, lp, bound))]
         out += [(name, _assemble(graph, hw, *cand, run, 0.0, lp, bound)) for name, _, cand in cands]
         played = [(replayed_makespan(sch, transfers), k, name, sch) for k, (name, sch) in enumerate(out)]
-        # a program should run as fast as the timetable it is emitted with: the fastest
-        # candidate whose replay keeps within PLAN_SLACK of its own plan, else the fastest
-        kept = [p for p in played if p[0] <= p[3].makespan * (1 + PLAN_SLACK)] or played
-        _, _, name, chosen = min(kept)
+        kept, why = _keep(played)
+        _, _, name, chosen = kept
         listed = ", ".join(f"{n} {m} (plan {sch.makespan})" for m, _, n, sch in played)
-        why = ("" if len(kept) == len(played)
-               else f" (the fastest whose program keeps within {PLAN_SLACK:.1%} of its plan)")
         note = f"{lp.note}; replayed with the links shared by the hardware: {listed}; kept the {name}{why}"
         say(f"links: {note.split('; replayed ', 1)[1]}")
         stats = {**dict(chosen.stats), "links": note, "seconds": round(time.monotonic() - t0, 3),
@@ -165,6 +161,28 @@ def solve(
     if best is not None and assembled_makespan(*best) < assembled_makespan(solved_pairs, results):
         solved_pairs, results = best  # a search never ends worse than its start; kept honest
     return _assemble(graph, hw, solved_pairs, results, run, time.monotonic() - t0, lp, bound)
+
+
+def _keep(played: list[tuple[int, int, str, Schedule]]) -> tuple[tuple[int, int, str, Schedule], str]:
+    """The candidate to keep of ``played`` (replayed makespan, index, name, schedule), and why.
+
+    A program should run as fast as the timetable it is emitted with: the fastest candidate
+    whose replay keeps within PLAN_SLACK of its own plan. A faster candidate that runs over
+    its plan by ``x`` is kept instead only when it beats that one's replay by more than the
+    fraction ``x`` (on a split chip the equal split's plan starves the AICs, and the coupled
+    plan, 2% over, runs 24% faster); with none keeping its plan, the fastest."""
+    fastest = min(played)
+    keeping = [p for p in played if p[0] <= p[3].makespan * (1 + PLAN_SLACK)]
+    if not keeping:
+        return fastest, ""
+    best = min(keeping)
+    over = fastest[0] / max(1, fastest[3].makespan) - 1
+    if best is fastest or fastest[0] >= best[0] * (1 - over):
+        why = "" if len(keeping) == len(played) else \
+            f" (the fastest whose program keeps within {PLAN_SLACK:.1%} of its plan)"
+        return best, why
+    return fastest, (f" (its program runs {over:.1%} over its plan, but {1 - fastest[0] / best[0]:.1%} "
+                     f"faster than the fastest that keeps within {PLAN_SLACK:.1%} of its plan)")
 
 
 def _check_args(method: str, time_limit: float, seed: int, workers: int, time_mode: str,
