@@ -223,15 +223,19 @@ class _CoreStall:
 
     def __init__(self, ix: ProgramIndex) -> None:
         self.ix = ix
-        self.order: dict[int, tuple[int, int, int]] = {}
-        self.pending: dict[int, list[tuple[tuple[int, int, int], int]]] = {}
+        self.order: dict[int, tuple[int, int, int, int]] = {}
+        self.pending: dict[int, list[tuple[tuple[int, int, int, int], int]]] = {}
         self.held: dict[int, list[int]] = {}
         self.done: set[int] = set()
         for s, gl in enumerate(ix.stream_gids):
             core = ix.streams[s].core
             for pos, g in enumerate(gl):
                 if ix.role[g] == WAIT and ix.key_of[g] is not None and ix.key_of[g][0] == "cross":
-                    key = (ix.cycle[g], s, pos)
+                    # a wait sits after every other instruction of its cycle: it is placed in
+                    # the core's order as late as it can be (a zero-latency flag between two
+                    # of the core's pipes may order same-cycle instructions against the
+                    # streams' listing order)
+                    key = (ix.cycle[g], 1, s, pos)
                     self.order[g] = key
                     self.pending.setdefault(core, []).append((key, g))
         for lst in self.pending.values():
@@ -255,7 +259,9 @@ class _CoreStall:
     def holder(self, s: int, g: int) -> int | None:
         """The wait that holds back ``g`` on stream ``s``, if one does."""
         w = self.first(self.ix.streams[s].core)
-        if w is None or w == g or (self.ix.cycle[g], s, self.pos_of[g]) < self.order[w]:
+        if w is None or w == g:
+            return None
+        if self.order.get(g, (self.ix.cycle[g], 0, s, self.pos_of[g])) < self.order[w]:
             return None
         return w
 

@@ -342,8 +342,8 @@ stream 0 FIXPIPE 2
 stream 1 MTE2 1
   {aiv_wait} WAIT_CROSS 0 0 mode=gm
 stream 1 MTE3 2
-  0 OP st 200 -> u
-  200 SET_CROSS 0 0 mode=gm
+  {op} OP st 200 -> u
+  {aiv_set} SET_CROSS 0 0 mode=gm
 end
 """
 
@@ -363,9 +363,11 @@ def test_a_whole_core_wait_holds_back_the_core_s_later_instructions(tmp_path):
     # the cycles of the nominal run (GM-word flags, latency 400; a mode-2 flag would reach
     # both AIVs): the AIV's wait placed in its core's order where it passes, after the MTE3
     # op and set have issued
-    ok = _stall_program(aic_wait=600, aic_set=600, aiv_wait=1000)
+    ok = _stall_program(op=0, aiv_set=200, aic_wait=600, aic_set=600, aiv_wait=1000)
     assert verify(ok, "ascend-a2").ok
-    hung = _stall_program(aic_wait=600, aic_set=600, aiv_wait=0)  # the wait placed first
+    # the wait placed first: at cycle 0 it holds back the MTE3 op of cycle 1 (an instruction
+    # of its own cycle comes before it in the core's order)
+    hung = _stall_program(op=1, aiv_set=201, aic_wait=601, aic_set=601, aiv_wait=0)
     report = verify(hung, "ascend-a2")
     dead = [f for f in report.findings if f.check == "deadlock"]
     assert dead and "held by the whole-core wait" in dead[0].message, report.text()

@@ -27,11 +27,12 @@ _A2 = tomllib.loads((resources.files("staticsched") / "presets" / "ascend-a2.tom
 
 @st.composite
 def split_hardware(draw):
-    """``ascend-a2`` with 1-4 clusters, 1-4 cross-core ids per core pair, counters of
-    capacity 1-15."""
+    """``ascend-a2`` with 1-4 clusters, 1-4 cross-core ids per core pair and 1-4 usable ids
+    per core (a mode-2 flag's), counters of capacity 1-15."""
     d = copy.deepcopy(_A2)
     d["clusters"] = draw(st.integers(1, 4), label="clusters")
     d["sync"]["cross_core_event_ids"] = draw(st.integers(1, 4), label="cross-core ids")
+    d["sync"]["cross_core_ids_per_core"] = draw(st.integers(1, 4), label="ids per core")
     d["sync"]["cross_core_capacity"] = draw(st.integers(1, 15), label="counter capacity")
     return hardware_from_dict(d, "split-test")
 
@@ -64,11 +65,15 @@ def test_random_graphs_on_random_split_chips_verify_clean(record_stat):
         assert report.ok
         counts["programs"] += 1
         counts["with cross-core flags"] += any(f.kind == "cross" for f in compiled.plan.flags)
+        counts["with mode-2 flags"] += any(f.route == "2" for f in compiled.plan.flags)
+        counts["with GM-word flags"] += any(f.route == "gm" for f in compiled.plan.flags)
         counts["with a workspace"] += any(t.workspace for t in compiled.graph.tensors)
         counts["with split-K"] += any(t.name.endswith(PARTIALS) for t in compiled.graph.tensors)
 
     prop()
     record_stat(f"split chips: {counts['programs']} programs, {counts['with cross-core flags']} with "
-                f"cross-core flags, {counts['with a workspace']} with a workspace, {counts['with split-K']} "
+                f"cross-core flags ({counts['with mode-2 flags']} with mode 2, "
+                f"{counts['with GM-word flags']} with GM words), {counts['with a workspace']} with a workspace, {counts['with split-K']} "
                 f"with split-K")
     assert counts["with a workspace"] > 0, counts
+    assert counts["with mode-2 flags"] > 0, counts
