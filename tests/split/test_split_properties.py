@@ -73,7 +73,7 @@ def test_random_graphs_on_random_split_chips_verify_clean(record_stat):
     prop()
     record_stat(f"split chips: {counts['programs']} programs, {counts['with cross-core flags']} with "
                 f"cross-core flags ({counts['with mode-2 flags']} with mode 2, "
-                f"{counts['with GM-word flags']} with GM words), {counts['with a workspace']} with a workspace, {counts['with split-K']} "
-                f"with split-K")
+                f"{counts['with GM-word flags']} with GM words), {counts['with a workspace']} with a "
+                f"workspace, {counts['with split-K']} with split-K")
     assert counts["with a workspace"] > 0, counts
     assert counts["with mode-2 flags"] > 0, counts
