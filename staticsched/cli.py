@@ -13,6 +13,7 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 from staticsched.errors import StaticschedError
 from staticsched.options import DEFAULT_GAP, LINK_POLICIES, METHODS, MODES
@@ -96,6 +97,20 @@ def _output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no phase or progress lines")
 
 
+def _fusion_option(p: argparse.ArgumentParser) -> None:
+    from staticsched.frontend.fusion import FUSION_MODES
+    from staticsched.frontend.mapping import MAPPING_MODES
+
+    p.add_argument("--mapping", choices=MAPPING_MODES, default="rules",
+                   help="an ONNX model's matmuls: rules (the arithmetic-intensity rule moves a matmul "
+                   "below the Vector balance point to the Vector engine, default), search (schedule "
+                   "both engines for each, keep the faster)")
+    p.add_argument("--fusion", choices=FUSION_MODES, default="rules",
+                   help="an ONNX model's fusion: none (a task per node), rules (the seed's rules with "
+                   "this hardware's costs, default), search (schedule each matmul's candidate epilogue "
+                   "boundaries with the list method, keep the fastest)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="staticsched",
@@ -109,11 +124,24 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", parser_class=_Parser, metavar="COMMAND")
 
     sch = sub.add_parser("schedule", help="schedule a graph, write the output files, verify them")
-    sch.add_argument("graph", help="TaskGraph or OpGraph JSON file")
+    sch.add_argument("graph", help="TaskGraph or OpGraph JSON file, or an ONNX model (.onnx)")
     sch.add_argument("--hw", required=True, help="hardware preset name or TOML path")
     sch.add_argument("-o", "--outdir", required=True, help="directory for the output files")
     _solver_options(sch, time_limit=60.0)
     _output_options(sch)
+    _fusion_option(sch)
+    sch.add_argument("--dispatch", action="store_true",
+                     help="also compare, with the list method, (a) the graph as one static program, (b) "
+                     "its tasks as kernels launched back to back, (c) its unfused nodes as kernels "
+                     "(hardware field launch_overhead_us between launches)")
+
+    imp = sub.add_parser("import", help="import an ONNX model as a TaskGraph (JSON + .npz of weights)")
+    imp.add_argument("model", help="ONNX model file (.onnx)")
+    imp.add_argument("--hw", required=True, help="hardware preset name or TOML path (its costs decide "
+                     "the fusion)")
+    imp.add_argument("-o", "--output", required=True, help="TaskGraph JSON to write (the weights go to "
+                     "the .npz of the same name, the decisions to <name>.fusion.txt)")
+    _fusion_option(imp)
 
     ver = sub.add_parser("verify", help="verify an emitted program file")
     ver.add_argument("program", help="program.txt or program.json (or .gz)")
@@ -233,12 +261,52 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
 
     rep = _start(args)
     hw = load_hardware(args.hw)
+    graph, extra, more = args.graph, {}, []
+    if str(args.graph).lower().endswith(".onnx"):
+        from staticsched.onnx.tool import import_for_schedule
+
+        with rep.phase("import"):
+            imported = import_for_schedule(args.graph, hw, fusion=args.fusion, budget=_budget(args),
+                                           mapping=args.mapping)
+        graph, extra, more = imported.graph, imported.files(), imported.lines()
     res = compile_graph(
-        args.graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
+        graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
         method=args.method, mode=args.mode, op_budget=_budget(args), progress=rep,
         wall_clock=args.wall_clock, link_policy=args.link_policy, gap=args.gap,
     )
-    return _finish(args, hw, res, rep, lambda choice: res.write(args.outdir, outputs=choice))
+    if args.dispatch:
+        more = [*more, *_dispatch_lines(graph, hw, args, rep)]
+
+    def write(choice):
+        return res.write(args.outdir, outputs=choice, extra_files=extra)
+
+    return _finish(args, hw, res, rep, write, more)
+
+
+def _dispatch_lines(graph, hw, args: argparse.Namespace, rep) -> list[str]:
+    from staticsched.explore.dispatch import compare_dispatch, dispatch_table
+    from staticsched.frontend.taskgraph import TaskGraph, load_graph
+
+    tg = load_graph(graph) if not isinstance(graph, TaskGraph) else graph
+    if not isinstance(tg, TaskGraph):
+        raise StaticschedError("--dispatch needs a TaskGraph or an ONNX model (an OpGraph has no tasks)")
+    with rep.phase("dispatch"):
+        d = compare_dispatch(tg, hw, method="list", name=Path(str(args.graph)).name, seed=args.seed,
+                             op_budget=_budget(args))
+    return ["dispatch     : list-method makespans, µs", *(f"  {line}" for line in dispatch_table([d]))]
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from staticsched.model.hardware_toml import load_hardware
+    from staticsched.onnx.tool import import_for_schedule, write_graph
+
+    hw = load_hardware(args.hw)
+    imported = import_for_schedule(args.model, hw, fusion=args.fusion, budget=None, mapping=args.mapping)
+    paths = write_graph(imported, args.output)
+    for line in imported.lines():
+        print(line)
+    print(f"wrote {', '.join(str(p) for p in paths)}")
+    return EXIT_OK
 
 
 def _start(args: argparse.Namespace):
@@ -358,6 +426,7 @@ _COMMANDS = {
     "lower": _cmd_lower,
     "schedule": _cmd_schedule,
     "verify": _cmd_verify,
+    "import": _cmd_import,
     "examples": _cmd_examples,
     "sweep": _cmd_sweep,
     "tune": _cmd_tune,

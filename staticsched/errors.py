@@ -50,3 +50,8 @@ class EventBudgetError(InfeasibleError):
 
 class ProgramError(InputError):
     """A program file could not be parsed."""
+
+
+class ModelError(InputError):
+    """An ONNX model cannot be imported: an op, attribute, axis, dtype or shape outside the
+    supported set, or a malformed model (one line per node, naming its op type and opset)."""

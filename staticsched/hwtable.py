@@ -15,7 +15,8 @@ def hardware_table(hw: Hardware) -> list[str]:
     """Lines describing pipes, spaces, sync and costs of ``hw``."""
     out = [
         f"hardware  {hw.name}" + (f" — {hw.description}" if hw.description else ""),
-        f"cores     {hw.cores}    clock {hw.clock_ghz:g} GHz    source {hw.source}",
+        f"cores     {hw.cores}    clock {hw.clock_ghz:g} GHz    "
+        f"launch overhead {hw.launch_overhead_us:g} µs    source {hw.source}",
     ]
     if hw.split:
         out += ["", f"core types ({hw.clusters} clusters of {hw.cluster_size} cores; cluster c is "

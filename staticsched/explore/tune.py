@@ -45,7 +45,7 @@ from staticsched.model.opgraph import OpGraph
 from staticsched.options import DEFAULT_GAP, DEFAULT_OP_BUDGET, option_problems
 from staticsched.pipeline import compile_graph, naming
 from staticsched.progress import Progress, as_progress
-from staticsched.tasks.space import SPACES, candidates, tiling_label, used_tiling
+from staticsched.tasks.space import candidates, tiling_label, tunable, used_tiling
 
 #: a cheap lower bound of each tunable kind's tilings: ``BOUNDS[kind](task, hw).work(tiling)``
 #: is a :class:`~staticsched.explore.bounds.Work`
@@ -150,7 +150,7 @@ class Search:
                  run: Callable, progress: Progress) -> None:
         self.tg, self.hw, self.opts = tg, hw, opts
         self.compile, self.run, self.rep = compile_fn, run, progress
-        self.tasks = [t for t in tg.ordered_tasks if t.type in SPACES]
+        self.tasks = [t for t in tg.ordered_tasks if tunable(t)]
         self.current = {t.id: used_tiling(t, hw) for t in self.tasks}
         self.baseline = tuple(sorted(self.current.items()))
         self.bounds = {t.id: BOUNDS[t.type](t, hw) for t in self.tasks}
@@ -311,7 +311,7 @@ def run_tune(graph: TaskGraph, hw: Hardware, opts: TuneOptions, compile_fn: Call
     from staticsched.progress import silent
 
     rep = progress or silent()
-    if not any(t.type in SPACES for t in graph.tasks):
+    if not any(tunable(t) for t in graph.tasks):
         rep.line("[tune] no task of a tunable kind (matmul): scheduling the graph as it is")
         return Tuned(compile_job(Job(0, graph, hw, opts.method, opts, compile_fn)), graph, (), (), source)
     with executor(jobs, ray_address) as run:

@@ -32,12 +32,14 @@ def _input_scales(tg: TaskGraph) -> dict[str, float]:
 
 
 def make_inputs(tg: TaskGraph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded fp16 values for every tensor no task writes, all 2-D.
+    """Seeded fp16 values for every tensor no task writes, all 2-D; constants (a model's
+    weights, :attr:`TaskGraph.constants`) keep their values.
 
     One ``np.random.default_rng(seed)`` draws the tensors in name order, uniform in
     ``[-1, 1)``, scaled as the tasks reading them ask (a matmul's ``b`` operand by
     ``1/sqrt(K)``, so that a K-long dot product has a standard deviation of about ``1/3``
-    whatever K is — fp16 stays well scaled and gelu sees both of its regimes).
+    whatever K is — fp16 stays well scaled and gelu sees both of its regimes), and in
+    ``[0.5, 1.5)`` for operands an op needs positive (a square root's, a divisor's).
 
     Parameters
     ----------
@@ -53,10 +55,18 @@ def make_inputs(tg: TaskGraph, seed: int = 0) -> dict[str, np.ndarray]:
     """
     rng = np.random.default_rng(seed)
     scales = _input_scales(tg)
+    positive = {name for task in tg.tasks for name in kind_of(task).positive_inputs(task)}
     out = {}
     for name in tg.input_names:
         shape = tg.tensor_map[name].shape2d
-        values = rng.uniform(-1.0, 1.0, size=shape) * scales.get(name, 1.0)
+        if name in tg.constants:  # drawn all the same, so the other inputs' values do not move
+            rng.uniform(-1.0, 1.0, size=shape)
+            out[name] = np.ascontiguousarray(tg.constants[name], dtype=_F16)
+            continue
+        values = rng.uniform(-1.0, 1.0, size=shape)
+        if name in positive:  # a square root's operand, a divisor: [0.5, 1.5)
+            values = np.abs(values) + 0.5
+        values = values * scales.get(name, 1.0)
         out[name] = np.ascontiguousarray(values.astype(_F16))
     return out
 

@@ -14,6 +14,8 @@ tensor is the row ``[1, N]`` (lowering, reference, OpGraph tensors).
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from collections.abc import Mapping
 from functools import cached_property
@@ -22,6 +24,7 @@ from typing import Any
 
 import attrs
 import networkx as nx
+import numpy as np
 
 from staticsched._fields import (
     Problems,
@@ -45,8 +48,18 @@ VERSION = 1
 #: version 1 computes in fp16 with fp32 accumulation; other dtypes need other kernels
 DTYPES = ("float16",)
 
-__all__ = ["FORMAT", "VERSION", "TaskGraph", "TensorDecl", "dumps_taskgraph", "load_graph", "load_taskgraph",
-           "taskgraph_from_dict", "taskgraph_to_dict"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "TaskGraph",
+    "TensorDecl",
+    "constants_npz",
+    "dumps_taskgraph",
+    "load_graph",
+    "load_taskgraph",
+    "taskgraph_from_dict",
+    "taskgraph_to_dict",
+]
 
 
 @attrs.frozen
@@ -55,6 +68,9 @@ class TaskGraph:
 
     tensors: tuple[TensorDecl, ...] = attrs.field(converter=tuple)
     tasks: tuple[Task, ...] = attrs.field(converter=tuple)
+    #: input tensors whose values travel with the graph (a model's weights): name -> float16
+    #: array of the tensor's 2-D shape; the numeric replay uses them instead of drawn values
+    constants: Mapping[str, np.ndarray] = attrs.field(factory=dict, eq=False, repr=False)
 
     @cached_property
     def tensor_map(self) -> dict[str, TensorDecl]:
@@ -101,11 +117,11 @@ def _task_dependencies(tasks: tuple[Task, ...] | list[Task]) -> nx.DiGraph:
 # --------------------------------------------------------------------------- reading
 
 
-_TOP_KEYS = ("format", "version", "tensors", "tasks")
+_TOP_KEYS = ("format", "version", "tensors", "tasks", "constants")
 _TENSOR_KEYS = ("shape", "dtype", "space")
 
 
-def taskgraph_from_dict(data: Any, where: str = "<taskgraph>") -> TaskGraph:
+def taskgraph_from_dict(data: Any, where: str = "<taskgraph>", base: Path | None = None) -> TaskGraph:
     """Build a :class:`TaskGraph` from decoded JSON, reporting every problem at once.
 
     Parameters
@@ -114,6 +130,9 @@ def taskgraph_from_dict(data: Any, where: str = "<taskgraph>") -> TaskGraph:
         The decoded JSON document (``{"format": "staticsched.taskgraph", ...}``).
     where
         Prefix of every problem line (usually the file path).
+    base
+        The directory a ``"constants"`` file name is relative to (the JSON file's); the
+        current directory when None.
 
     Raises
     ------
@@ -166,11 +185,63 @@ def taskgraph_from_dict(data: Any, where: str = "<taskgraph>") -> TaskGraph:
     _check_writers(tasks, where, pr)
     if not pr:  # with every task read, a cycle is a problem of its own
         _check_cycles(tasks, where, pr)
+    constants = _read_constants(data, tensors, tasks, where, base, pr)
     if pr:
         pr.lines.extend(tiling_pr.lines)
         pr.raise_if_any(GraphError)
     tiling_pr.raise_if_any(TilingError)
-    return TaskGraph(tensors, tasks)
+    return TaskGraph(tensors, tasks, constants)
+
+
+def _read_constants(data: Mapping[str, Any], tensors: list[TensorDecl], tasks: list[Task], where: str,
+                    base: Path | None, pr: Problems) -> dict[str, np.ndarray]:
+    """The ``"constants"`` key: a ``.npz`` file name, or inline ``{name: {"base64": ...}}``
+    (float16, little-endian, row-major); every value is a declared input of its shape."""
+    raw = data.get("constants")
+    if raw is None:
+        return {}
+    w = f"{where}: constants"
+    values: dict[str, np.ndarray] = {}
+    if isinstance(raw, str):
+        path = (base or Path(".")) / raw
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                values = {k: npz[k] for k in sorted(npz.files)}
+        except (OSError, ValueError) as exc:
+            pr.add(f"{w}: cannot read '{path}' ({type(exc).__name__}: {exc})")
+            return {}
+    elif isinstance(raw, Mapping):
+        for name, body in sorted(raw.items()):
+            if not isinstance(body, Mapping) or set(body) != {"base64"} or not isinstance(body["base64"],
+                                                                                          str):
+                pr.add(f"{w}: '{name}' must be {{\"base64\": \"...\"}} (float16 bytes), got {body!r:.60}")
+                continue
+            try:
+                values[name] = np.frombuffer(base64.b64decode(body["base64"], validate=True), dtype="<f2")
+            except ValueError as exc:
+                pr.add(f"{w}: '{name}' is not base64 ({exc})")
+    else:
+        pr.add(f"{w}: must be a .npz file name or an object of inline values, got {type(raw).__name__}")
+        return {}
+    declared = {t.name: t for t in tensors}
+    written = {name for t in tasks for name in t.writes}
+    out: dict[str, np.ndarray] = {}
+    for name, value in values.items():
+        t = declared.get(name)
+        if t is None:
+            pr.add(f"{w}: '{name}' is not a declared tensor")
+        elif name in written:
+            pr.add(f"{w}: '{name}' is written by a task; only inputs of the graph can be constants")
+        elif value.size != t.shape2d[0] * t.shape2d[1]:
+            pr.add(f"{w}: '{name}' has {value.size} values, tensor {list(t.shape)} needs "
+                   f"{t.shape2d[0] * t.shape2d[1]}")
+        elif np.isnan(value.astype(np.float32)).any():
+            pr.add(f"{w}: '{name}' holds NaN")
+        else:
+            arr = np.ascontiguousarray(value.astype(np.float16).reshape(t.shape2d))
+            arr.flags.writeable = False
+            out[name] = arr
+    return out
 
 
 def _read_tensors(data: Mapping[str, Any], where: str, pr: Problems) -> tuple[list[TensorDecl], set[str]]:
@@ -238,7 +309,7 @@ def load_taskgraph(path: str | Path) -> TaskGraph:
         If the file is missing or is not JSON; :class:`GraphError`/:class:`TilingError` if it is
         not a valid task graph.
     """
-    return taskgraph_from_dict(load_json_file(path), str(path))
+    return taskgraph_from_dict(load_json_file(path), str(path), Path(path).parent)
 
 
 def load_graph(path: str | Path) -> TaskGraph | OpGraph:
@@ -256,7 +327,7 @@ def load_graph(path: str | Path) -> TaskGraph | OpGraph:
                          f"got {type(data).__name__}")
     fmt = data.get("format")
     if fmt == FORMAT:
-        return taskgraph_from_dict(data, str(path))
+        return taskgraph_from_dict(data, str(path), Path(path).parent)
     if fmt == OPGRAPH_FORMAT:
         return opgraph_from_dict(data, str(path))
     raise InputError(f"{path}: 'format' must be '{FORMAT}' or '{OPGRAPH_FORMAT}', got {fmt!r}")
@@ -265,14 +336,32 @@ def load_graph(path: str | Path) -> TaskGraph | OpGraph:
 # --------------------------------------------------------------------------- writing
 
 
-def taskgraph_to_dict(tg: TaskGraph) -> dict[str, Any]:
-    """The JSON form; ``taskgraph_from_dict(taskgraph_to_dict(tg)) == tg``."""
-    return {
+def taskgraph_to_dict(tg: TaskGraph, constants: str | None = None) -> dict[str, Any]:
+    """The JSON form; ``taskgraph_from_dict(taskgraph_to_dict(tg)) == tg``.
+
+    Constants are inline (base64 float16) unless ``constants`` names the ``.npz`` file the
+    caller writes them to (:func:`constants_npz`).
+    """
+    out: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "tensors": {t.name: _tensor_dict(t) for t in tg.tensors},
         "tasks": [kind_of(t).to_dict(t) for t in tg.tasks],
     }
+    if constants is not None:
+        out["constants"] = constants
+    elif tg.constants:  # absent without constants: graphs without them keep their text
+        out["constants"] = {name: {"base64": base64.b64encode(np.ascontiguousarray(
+            value, dtype="<f2").tobytes()).decode("ascii")} for name, value in sorted(tg.constants.items())}
+    return out
+
+
+def constants_npz(tg: TaskGraph) -> bytes:
+    """``tg``'s constants as the bytes of a ``.npz`` file (float16, by tensor name)."""
+    buf = io.BytesIO()
+    arrays: dict[str, Any] = {name: np.asarray(v, dtype="<f2") for name, v in sorted(tg.constants.items())}
+    np.savez(buf, **arrays)
+    return buf.getvalue()
 
 
 def _tensor_dict(t: TensorDecl) -> dict[str, Any]:

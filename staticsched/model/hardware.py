@@ -238,6 +238,10 @@ class Hardware:
     clock_ghz: float = 1.0
     description: str = ""
     source: str = ""
+    #: the fixed cost of launching one kernel, in µs (host delivery, core start-up, teardown);
+    #: one static program pays it once, kernel-after-kernel execution once per kernel
+    #: (:mod:`staticsched.explore.dispatch`). Nothing in a schedule depends on it.
+    launch_overhead_us: float = 0.0
     #: explicit ``[roles]`` entries (role, space); other roles take their default space name
     roles: tuple[tuple[str, str], ...] = attrs.field(
         converter=lambda d: tuple(sorted(dict(d).items())), default=()

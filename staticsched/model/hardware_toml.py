@@ -48,6 +48,7 @@ _TOP_KEYS = {
     "name",
     "cores",
     "clock_ghz",
+    "launch_overhead_us",
     "description",
     "units",
     "spaces",
@@ -86,6 +87,10 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     else:
         cores = get_int(data, "cores", where, pr, minimum=1, maximum=4096)
     clock = get_number(data, "clock_ghz", where, pr, default=1.0, positive=True)
+    launch = get_number(data, "launch_overhead_us", where, pr, default=0.0)
+    if launch < 0:
+        pr.add(f"{where}: 'launch_overhead_us' must be >= 0, got {data['launch_overhead_us']!r}")
+        launch = 0.0
     description = get_str(data, "description", where, pr, default="")
 
     units = []
@@ -243,6 +248,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         cube=cube,
         vector=vector,
         clock_ghz=clock,
+        launch_overhead_us=launch,
         description=description,
         source=where,
         roles=roles,

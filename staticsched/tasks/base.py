@@ -257,6 +257,9 @@ class TaskKind:
     input_scales : callable
         ``task -> {tensor: factor}``: how the seeded inputs of its operands are scaled (the
         matmul's ``b`` by ``1/sqrt(K)``), so that values stay well conditioned.
+    positive_inputs : callable
+        ``task -> tensor names`` whose seeded values are drawn in [0.5, 1.5), not [-1, 1): the
+        operands its ops need positive (a square root's, a divisor), :attr:`VecOp.positive`.
     ops : tuple of str
         The ``op`` values its tasks take, if it has any (for hints when another kind is given
         one of them).
@@ -269,6 +272,7 @@ class TaskKind:
     needs: Callable[[Any, Hardware], list[str]]
     reference: Callable[[Any, Mapping[str, np.ndarray]], dict[str, np.ndarray]]
     input_scales: Callable[[Any], dict[str, float]] = lambda task: {}
+    positive_inputs: Callable[[Any], tuple[str, ...]] = lambda task: ()
     ops: tuple[str, ...] = attrs.field(converter=tuple, default=())
 
 

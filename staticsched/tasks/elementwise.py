@@ -231,6 +231,11 @@ def reference(task: ElementwiseTask, env: Mapping[str, np.ndarray]) -> dict[str,
     return {task.out: VECOPS[task.op].apply(args, {"scalar": value}).astype(np.float16)}
 
 
+def positive_inputs(task: ElementwiseTask) -> tuple[str, ...]:
+    """The inputs the op needs positive (:attr:`VecOp.positive`)."""
+    return tuple(task.inputs[i] for i in VECOPS[task.op].positive if i < len(task.inputs))
+
+
 KIND = TaskKind(
     name="elementwise",
     read=read,
@@ -238,5 +243,6 @@ KIND = TaskKind(
     plan=plan,
     needs=needs,
     reference=reference,
+    positive_inputs=positive_inputs,
     ops=OPS,
 )

@@ -183,7 +183,9 @@ SPACES: dict[str, KindSpace] = {
 
 
 def tunable(task: Any) -> bool:
-    return task.type in SPACES
+    """Whether ``task``'s tilings are searched: a tunable kind, on its Cube lowering (the
+    matmul's Vector lowering derives its tiling and takes no explicit one)."""
+    return task.type in SPACES and getattr(task, "engine", "") != "vector"
 
 
 def candidates(task: Any, hw: Hardware, *, steps: bool = False, split_k: bool = True) -> list[Any]:
@@ -192,7 +194,7 @@ def candidates(task: Any, hw: Hardware, *, steps: bool = False, split_k: bool = 
     to 9 and the cheap bound does not yet see what reuse saves, so the search would lower
     thousands of step candidates before scheduling any)."""
     space = SPACES.get(task.type)
-    if space is None:
+    if space is None or not tunable(task):
         return []
     return list(space.tilings(task, hw, lambda t: legal(task, t, hw), steps=steps, split_k=split_k))
 
@@ -204,7 +206,7 @@ def count_candidates(task: Any, hw: Hardware, checks: int = COUNT_CHECKS, *,
     when they run out the count so far is returned with ``exact`` False. A kind that is not
     tunable gives ``(0, True)``."""
     space = SPACES.get(task.type)
-    if space is None:
+    if space is None or not tunable(task):
         return 0, True
     left = [checks]
 

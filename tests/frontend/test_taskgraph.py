@@ -247,7 +247,7 @@ def _tensor_set(name: str, body):
         (lambda d: d["tasks"].append("act3"), ["tasks[3]: must be an object, got str"]),
         (_tensor_set("x", {"shape": [256, 256], "dtype": "float32"}), ["tensor 'x': dtype 'float32'"]),
         # ops
-        (_task_set("act", "op", "tanh"), ["task 'act': 'op' = 'tanh' is not one of"]),
+        (_task_set("act", "op", "sinh"), ["task 'act': 'op' = 'sinh' is not one of"]),
         (_step_set(3, "op", "logsoftmax"), ["task 'mm': epilogue[3]: 'op' = 'logsoftmax' is not one of"]),
         (_task_set("act", "inputs", ["y"]), ["task 'act': op 'add' takes 2 input(s), got 1"]),
         (_step_set(2, "value", None), ["task 'mm': epilogue[2]: 'value' must be a number, got None"]),
@@ -287,7 +287,7 @@ def test_every_problem_is_reported_at_once():
     def mutate(d):
         d["colour"] = 1
         _task(d, "mm")["a"] = "nope"
-        _task(d, "act")["op"] = "tanh"
+        _task(d, "act")["op"] = "sinh"
         d["tensors"]["z"] = {"shape": [-1]}
 
     lines = _error(mutate).splitlines()

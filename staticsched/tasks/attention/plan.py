@@ -56,6 +56,7 @@ class AttentionPlan:
     def op_count(self) -> int:
         per_q = 2 + 2  # load and move Q; normalise and store O
         per_pair = 2 + 4 + 2 + 2 + 6  # loads K V; moves K P P V; mmads; fixpipes; vec always
+        per_pair += 2 if self.task.mask else 0  # the additive mask: its load and add
         later = 5  # vec of every block after the first: alpha (sub, exp), l rescale, O rescale, add
         masked = 0
         for q0, q1 in self.q_spans:
@@ -69,15 +70,17 @@ class AttentionPlan:
     def _split_ops(self) -> int:
         """Per Q block on a split chip: on the AIC, Q's load and move and per pair ten ops (K,
         V and P loads and moves, two mmads, the S and P V stores); per AIV half, per pair nine
-        (S load, scale, row max, sub, exp, row sum, cast, P store, P V load) and a mask where
-        it applies, five more after the first pair, and the final normalise and store."""
+        (S load, scale, row max, sub, exp, row sum, cast, P store, P V load), two more with an
+        additive mask (its load and add) and a causal mask where it applies, five more after
+        the first pair, and the final normalise and store."""
         ops = 0
+        per_pair = 9 + (2 if self.task.mask else 0)
         for q0, q1 in self.q_spans:
             vis = self.visible(q0, q1)
             ops += 2 + 10 * len(vis)
             for a0, _ in half_rows(self.split_rows, q1 - q0):
                 masked = sum(1 for _, (k0, k1) in vis if self.task.causal and k1 - 1 > q0 + a0)
-                ops += 9 * len(vis) + masked + 5 * (len(vis) - 1) + 2
+                ops += per_pair * len(vis) + masked + 5 * (len(vis) - 1) + 2
         return ops
 
     @property
@@ -106,11 +109,13 @@ class AttentionPlan:
         task = self.task
         q_spans = self.q_spans
         if em.hw.split:  # each AIV of the cluster stores its rows
-            rows = [(h * task.sq + q0 + a0, h * task.sq + q0 + a1) for h in range(task.heads)
-                    for q0, q1 in q_spans for a0, a1 in half_rows(self.split_rows, q1 - q0)]
+            stored = [(q0 + a0, q0 + a1) for q0, q1 in q_spans
+                      for a0, a1 in half_rows(self.split_rows, q1 - q0)]
         else:
-            rows = [(h * task.sq + q0, h * task.sq + q1) for h in range(task.heads) for q0, q1 in q_spans]
-        em.output(task.out, rows, [(0, task.dv)])
+            stored = list(q_spans)
+        regions = [task.region("out", h, r0, r1) for h in range(task.heads) for r0, r1 in stored]
+        em.output(task.out, sorted(dict.fromkeys(r for r, _ in regions)),
+                  sorted(dict.fromkeys(c for _, c in regions)))
         cores = em.balance(self.work, "cube")
         rings = SplitRings(self, em) if em.hw.split else None
         blocks: dict[int, list[QBlock | SplitQBlock]] = {}
@@ -164,6 +169,8 @@ def plan(task: AttentionTask, hw: Hardware) -> AttentionPlan:
 def needs(task: AttentionTask, hw: Hardware) -> list[str]:
     paths = [("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"), ("accumulator", "vector"),
              ("vector", "operand"), ("vector", "global")]
+    if task.mask:  # the additive mask's rows
+        paths.append(("global", "vector"))
     if hw.split:  # S, P and P V through GM rings (tasks/attention/split.py)
         paths = [("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"),
                  ("accumulator", "global"), ("global", "vector"), ("vector", "global")]

@@ -25,7 +25,8 @@ class QBlock:
         # fragment a space, and cube_b holds exactly one K and one V tile
         self.rows, self.pq = qs[1] - qs[0], round_up(plan.tiling.block_q, fm)
         self.pk = round_up(plan.tiling.block_kv, fn)
-        self.qrow, self.krow = h * task.sq, h * task.sk
+        #: the (batch, head) matrix: its GM regions are ``task.region(operand, h, ...)``
+        self.h = h
         self.m = self.lsum = self.o = self.l0q = ""
         # per K/V block in flight: S, V in cube_b, P V in the accumulator, alpha (not the first)
         self.s: dict[int, str] = {}
@@ -39,7 +40,7 @@ class QBlock:
         q0, q1 = self.qs
         l1q = em.item(f"{p}.l1q", "operand", FP16, (self.pq, self.pd))
         self.l0q = em.item(f"{p}.l0q", "cube_a", FP16, (self.pq, self.pd))
-        em.load(f"{p}.load_q", self.core, l1q, task.q, ((self.qrow + q0, self.qrow + q1), (0, task.d)))
+        em.load(f"{p}.load_q", self.core, l1q, task.q, task.region("q", self.h, q0, q1))
         em.move(f"{p}.move_q", self.core, l1q, self.l0q, self.rows, task.d)
 
     def qk(self, j: int, ks: tuple[int, int]) -> None:
@@ -58,8 +59,7 @@ class QBlock:
         l1k = em.item(f"{s}.l1k", "operand", FP16, (self.pd, pk))
         l0k = em.item(f"{s}.l0k", "cube_b", FP16, (self.pd, pk))
         acc_s = em.item(f"{s}.l0s", "accumulator", FP32, (self.pq, pk))
-        region = ((self.krow + k0, self.krow + k1), (0, task.d))
-        em.load(f"{s}.load_k", core, l1k, task.k, region, transpose=True)
+        em.load(f"{s}.load_k", core, l1k, task.k, task.region("k", self.h, k0, k1), transpose=True)
         em.move(f"{s}.move_k", core, l1k, l0k, task.d, cols)
         em.mmad(f"{s}.qk", core, self.l0q, l0k, acc_s, self.rows, cols, task.d, True)
         return acc_s
@@ -71,14 +71,14 @@ class QBlock:
         pk = self.pk
         l1v = em.item(f"{s}.l1v", "operand", FP16, (pk, self.pdv))
         self.v[j] = em.item(f"{s}.l0v", "cube_b", FP16, (pk, self.pdv))
-        em.load(f"{s}.load_v", core, l1v, task.v, ((self.krow + k0, self.krow + k1), (0, task.dv)))
+        em.load(f"{s}.load_v", core, l1v, task.v, task.region("v", self.h, k0, k1))
         em.move(f"{s}.move_v", core, l1v, self.v[j], k1 - k0, task.dv)
 
     def softmax(self, j: int, ks: tuple[int, int]) -> None:
-        """The online softmax of block j on the Vector unit: scale, causal mask, the running
-        maximum and its rescale factor, ``exp(S - m)`` and the running sum."""
+        """The online softmax of block j on the Vector unit: scale, additive and causal masks,
+        the running maximum and its rescale factor, ``exp(S - m)`` and the running sum."""
         online_softmax(self.em, self.task, self, self.core, f"{self.p}.j{j}", self.s[j], j, self.rows,
-                       self.pq, self.qs[0], ks)
+                       self.pq, self.qs[0], ks, self.h, self.pk)
 
     def pv(self, j: int, ks: tuple[int, int]) -> None:
         """P (cast to fp16) to the Cube's input path — vector buffer -> operand buffer ->
@@ -110,18 +110,24 @@ class QBlock:
         q0, q1 = self.qs
         out16 = em.item(f"{p}.o", "vector", FP16, (self.pq, self.pdv))
         em.vec(f"{p}.norm", self.core, "div_row", (self.o, self.lsum), out16, (self.rows, task.dv))
-        em.store(f"{p}.store", self.core, out16, task.out, ((self.qrow + q0, self.qrow + q1), (0, task.dv)))
+        em.store(f"{p}.store", self.core, out16, task.out, task.region("out", self.h, q0, q1))
 
 
 def online_softmax(em: Builder, task, st, core: int, s: str, ub_s: str, j: int, rows: int, height: int,
-                   row0: int, ks: tuple[int, int]) -> None:
-    """The online softmax of K/V block ``j`` of ``rows`` query rows from ``row0`` in ``ub_s``
-    on ``core``: scale, causal mask, the running maximum ``st.m`` and its rescale factor
-    ``st.alpha[j]``, ``exp(S - m)`` and the running sum ``st.lsum`` (``height`` rows each; the
-    sum named after ``st.p``). Ops are named after ``s``."""
+                   row0: int, ks: tuple[int, int], h: int, pk: int) -> None:
+    """The online softmax of K/V block ``j`` of ``rows`` query rows from ``row0`` of matrix
+    ``h`` in ``ub_s`` on ``core``: scale, the additive mask (its row of the block's keys loaded
+    into a ``1 x pk`` tile and added by ``bias``), causal mask, the running maximum ``st.m`` and
+    its rescale factor ``st.alpha[j]``, ``exp(S - m)`` and the running sum ``st.lsum``
+    (``height`` rows each; the sum named after ``st.p``). Ops are named after ``s``."""
     k0, k1 = ks
     cols = k1 - k0
+    if task.mask:
+        ub_mask = em.item(f"{s}.amask", "vector", FP16, (1, pk))
+        em.load(f"{s}.load_amask", core, ub_mask, task.mask, task.mask_region(h, k0, k1))
     em.vec(f"{s}.scale", core, "scale", (ub_s,), ub_s, (rows, cols), scalar=task.softmax_scale)
+    if task.mask:
+        em.vec(f"{s}.add_amask", core, "bias", (ub_s, ub_mask), ub_s, (rows, cols))
     if task.causal and k1 - 1 > row0:
         em.vec(f"{s}.mask", core, "mask_causal", (ub_s,), ub_s, (rows, cols), row0=row0, col0=k0)
     m_new = em.item(f"{s}.m", "vector", FP32, (height, 1))

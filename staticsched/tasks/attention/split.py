@@ -8,8 +8,9 @@ nothing). Per (Q block, K/V block) pair:
 
 - AIC: ``S = Q Kᵀ`` into the accumulator, FixPipe stores it (fp32) into a slot of the
   ``<task>.ws_s`` ring;
-- each AIV: loads its rows of S, runs the online softmax (scale, causal mask, running
-  maximum and sum), casts P to fp16 and stores its rows into a slot of ``<task>.ws_p``;
+- each AIV: loads its rows of S, runs the online softmax (scale, the additive mask's row
+  loaded from GM and added, causal mask, running maximum and sum), casts P to fp16 and
+  stores its rows into a slot of ``<task>.ws_p``;
 - AIC: loads the whole P (both halves) into L1, moves it to L0A, ``P V`` into the
   accumulator, FixPipe stores it (fp32) into a slot of ``<task>.ws_o``;
 - each AIV: loads its rows of ``P V`` and rescales and accumulates its running output; after
@@ -106,7 +107,7 @@ class SplitQBlock(QBlock):
             em.load(f"{s}.load_s", core, ub_s, self.rings.s.name,
                     ((slot.base + hv.a0, slot.base + hv.a1), (0, cols)))
             loads.append(f"{s}.load_s")
-            online_softmax(em, task, hv, core, s, ub_s, j, rows, rows, q0 + hv.a0, ks)
+            online_softmax(em, task, hv, core, s, ub_s, j, rows, rows, q0 + hv.a0, ks, self.h, self.pk)
         self.rings.s.read(slot, loads)
 
     def pv(self, j: int, ks: tuple[int, int]) -> None:
@@ -155,5 +156,5 @@ class SplitQBlock(QBlock):
         for hv in self.halves:
             out16 = em.item(f"{hv.p}.o", "vector", FP16, (hv.rows, self.pdv))
             em.vec(f"{hv.p}.norm", hv.core, "div_row", (hv.o, hv.lsum), out16, (hv.rows, task.dv))
-            r0 = self.qrow + q0 + hv.a0
-            em.store(f"{hv.p}.store", hv.core, out16, task.out, ((r0, r0 + hv.rows), (0, task.dv)))
+            r0 = q0 + hv.a0
+            em.store(f"{hv.p}.store", hv.core, out16, task.out, task.region("out", self.h, r0, r0 + hv.rows))

@@ -15,20 +15,25 @@ def requirements(task: AttentionTask, bq: int, bkv: int, hw: Hardware) -> list[t
     """(role, arithmetic, bytes) a tiling needs per role. Tiles that change with every K/V
     block are double buffered so that the Cube computes block j+1 while the Vector unit
     works on block j; K and V alternate in cube_b (one each); O and its fp16 result are one
-    per Q block."""
+    per Q block; an additive mask adds its ``1 x block_kv`` fp16 row per K/V block to the
+    vector buffer, double buffered like S."""
     f = hw.cube.fractal if hw.cube is not None else (16, 16, 16)
     pq, pkv = round_up(bq, f[0]), round_up(bkv, f[1])
     pd, pdv = round_up(task.d, f[2]), round_up(task.dv, f[1])
     stat = round_up(pq * 4, 32)
+    vector = (f"(S {pq}x{pkv}*4 B + P {pq}x{pkv}*2 B + PV {pq}x{pdv}*4 B)*2 buffers + O {pq}x{pdv}*4 B "
+              f"+ O {pq}x{pdv}*2 B + {STATS} row statistics {stat} B",
+              (pq * pkv * 6 + pq * pdv * 4) * 2 + pq * pdv * 6 + STATS * stat)
+    if task.mask:  # the additive mask's row of each K/V block, double buffered with S
+        row = round_up(pkv * 2, 32)
+        vector = (f"{vector[0]} + mask 1x{pkv} {row} B*2 buffers", vector[1] + row * 2)
     return [
         ("operand", f"(Q {pq}x{pd} + K {pd}x{pkv} + V {pkv}x{pdv} + P {pq}x{pkv})*2 B*2 buffers",
          (pq * pd + pd * pkv + pkv * pdv + pq * pkv) * 2 * 2),
         ("cube_a", f"(Q {pq}x{pd} + P {pq}x{pkv})*2 B*2 buffers", (pq * pd + pq * pkv) * 2 * 2),
         ("cube_b", f"(K {pd}x{pkv} + V {pkv}x{pdv})*2 B", (pd * pkv + pkv * pdv) * 2),
         ("accumulator", f"(S {pq}x{pkv} + PV {pq}x{pdv})*4 B*2 buffers", (pq * pkv + pq * pdv) * 4 * 2),
-        ("vector", f"(S {pq}x{pkv}*4 B + P {pq}x{pkv}*2 B + PV {pq}x{pdv}*4 B)*2 buffers + O {pq}x{pdv}*4 B "
-                   f"+ O {pq}x{pdv}*2 B + {STATS} row statistics {stat} B",
-         (pq * pkv * 6 + pq * pdv * 4) * 2 + pq * pdv * 6 + STATS * stat),
+        ("vector", *vector),
     ]
 
 

@@ -30,18 +30,30 @@ blocks, then each block normalised in place (``two-pass``; ``single`` with one N
 tiling must then fit the panel (``base_m * N``) in the vector buffer; when no tiling does, a
 separate ``rowwise`` task is the way (the seed article's fusion boundary, §2.2).
 
+``"engine": "vector"`` selects the Vector lowering instead (:mod:`.vector`, issue 25): for a
+GEMV or a small-M matmul, column sums of ``b`` tiles times columns of ``a`` on the Vector cores
+alone, fp32 sums rounded to fp16 once, then the same epilogue.
+
 The kind is split by job: :mod:`.task` (values), :mod:`.read`, :mod:`.tiling`, :mod:`.plan`
-(work balance and lowering) and :mod:`.reference`.
+(work balance and lowering), :mod:`.vector` (the Vector lowering) and :mod:`.reference`.
 """
 
 from staticsched.tasks.base import TaskKind
 from staticsched.tasks.matmul.plan import MatmulPlan, needs, plan
 from staticsched.tasks.matmul.read import operand_fits, operand_shape, read, to_dict
 from staticsched.tasks.matmul.reference import input_scales, reference
-from staticsched.tasks.matmul.task import EPILOGUE_OPS, REDUCTION_OPS, EpilogueStep, MatmulTask, Tiling
+from staticsched.tasks.matmul.task import (
+    ENGINES,
+    EPILOGUE_OPS,
+    REDUCTION_OPS,
+    EpilogueStep,
+    MatmulTask,
+    Tiling,
+)
+from staticsched.tasks.matmul.vector import VectorPlan, VectorTiling
 
-__all__ = ["EPILOGUE_OPS", "KIND", "REDUCTION_OPS", "EpilogueStep", "MatmulPlan", "MatmulTask", "Tiling",
-           "operand_fits", "operand_shape"]
+__all__ = ["ENGINES", "EPILOGUE_OPS", "KIND", "REDUCTION_OPS", "EpilogueStep", "MatmulPlan", "MatmulTask",
+           "Tiling", "VectorPlan", "VectorTiling", "operand_fits", "operand_shape"]
 
 KIND = TaskKind(
     name="matmul",

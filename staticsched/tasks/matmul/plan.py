@@ -17,18 +17,18 @@ from staticsched.tasks.base import (
     spans,
 )
 from staticsched.tasks.builder import FP16, FP32, Builder, balance_cores
+from staticsched.tasks.matmul import vector
 from staticsched.tasks.matmul.split import BlockSink, SplitEpilogue, halves, load_operands
 from staticsched.tasks.matmul.splitk import SplitK, chunks, pieces, reducers_per_chunk
-from staticsched.tasks.matmul.task import REDUCTION_OPS, MatmulTask, Tiling
+from staticsched.tasks.matmul.task import REDUCTION_OPS, MatmulTask, SpanGrid, Tiling
 from staticsched.tasks.matmul.tiling import check_tiling, derive_tiling
 from staticsched.tasks.rowops import ROWOPS, Block, Ctx
 
 
 @attrs.frozen
-class MatmulPlan:
+class MatmulPlan(SpanGrid):
     """How a matmul is cut: its tiling and the block grid it gives."""
 
-    task: MatmulTask
     tiling: Tiling
     #: Vector cores per cluster on a split chip (0 on a coupled one): blocks' epilogues and
     #: split-K reductions go to them, which changes the ops a block has
@@ -37,14 +37,6 @@ class MatmulPlan:
     @property
     def m_spans(self) -> tuple[tuple[int, int], ...]:
         return spans(self.task.m, self.tiling.base_m)
-
-    @property
-    def n_spans(self) -> tuple[tuple[int, int], ...]:
-        return spans(self.task.n, self.tiling.base_n)
-
-    @property
-    def k_spans(self) -> tuple[tuple[int, int], ...]:
-        return spans(self.task.k, self.tiling.base_k)
 
     @property
     def panels(self) -> int:
@@ -332,13 +324,17 @@ class _Tile:
         em.store(f"{self.p}.store", self.core, self.ub, self.task.out, (self.out_rows, self.ns))
 
 
-def plan(task: MatmulTask, hw: Hardware) -> MatmulPlan:
+def plan(task: MatmulTask, hw: Hardware) -> MatmulPlan | vector.VectorPlan:
+    if task.on_vector:
+        return vector.plan(task, hw)
     aivs = reducers_per_chunk(hw) if hw.split else 0
     return checked_or_derived(task, hw, check_tiling, derive_tiling,
                               lambda task, tiling: MatmulPlan(task, tiling, aivs))
 
 
 def needs(task: MatmulTask, hw: Hardware) -> list[str]:
+    if task.on_vector:
+        return vector.needs(task, hw)
     if hw.split:
         return _split_needs(task, hw)
     paths = [("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"), ("accumulator", "vector"),

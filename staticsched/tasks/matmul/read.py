@@ -15,10 +15,17 @@ from staticsched.tasks.base import (
     TensorDecl,
     fmt_shape,
 )
-from staticsched.tasks.matmul.task import EPILOGUE_OPS, REDUCTION_OPS, EpilogueStep, MatmulTask, Tiling
+from staticsched.tasks.matmul.task import (
+    ENGINES,
+    EPILOGUE_OPS,
+    REDUCTION_OPS,
+    EpilogueStep,
+    MatmulTask,
+    Tiling,
+)
 from staticsched.tasks.rowops import ROWOPS
 
-_KEYS = ("id", "type", "a", "b", "out", "transpose_a", "transpose_b", "epilogue", "tiling")
+_KEYS = ("id", "type", "a", "b", "out", "transpose_a", "transpose_b", "epilogue", "tiling", "engine")
 _STEP_KEYS = ("op", "tensor", "value", "gamma", "beta", "eps")
 #: the most workspace slots per AIC a tiling may ask for
 MAX_STAGES = 8
@@ -124,7 +131,13 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> MatmulTask | None:
         for i, raw in enumerate(get_list(body, "epilogue", w, pr, default=[]))
     ]
     steps = [s for s in steps if s is not None]
-    tiling = read_tiling(body, w, ctx.tiling_pr) if "tiling" in body else None
+    engine = get_str(body, "engine", w, pr, choices=ENGINES) if "engine" in body else ""
+    engine = engine if engine in ENGINES else ""
+    if engine == "vector":
+        _vector_refusals(steps, ctx, "tiling" in body)
+        tiling = None
+    else:
+        tiling = read_tiling(body, w, ctx.tiling_pr) if "tiling" in body else None
     if a is None or b is None or out is None:
         return None
     if transpose_a:
@@ -187,7 +200,21 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> MatmulTask | None:
         batch=batch,
         a_lead=a.lead,
         b_lead=b.lead,
+        engine=engine,
     )
+
+
+def _vector_refusals(steps: Sequence[EpilogueStep], ctx: ReadContext, tiling: bool) -> None:
+    """What the Vector lowering (``engine: "vector"``) does not take, one line each: a row
+    reduction in the epilogue (a row panel on one core), an explicit tiling (a tiling
+    problem: the lowering derives its own tile)."""
+    reductions = [s.op for s in steps if s.reduces]
+    if reductions:
+        ctx.add(f"engine 'vector': the row reduction ({', '.join(reductions)}) in the epilogue is not "
+                f"lowered on the Vector engine; make it a separate rowwise task")
+    if tiling:
+        ctx.tiling_pr.add(f"{ctx.where}: engine 'vector' takes no 'tiling' (base_m/base_n/base_k, steps, "
+                          f"split_k are the Cube lowering's); its tile is derived")
 
 
 def read_tiling(body: Mapping[str, Any], w: str, pr: Problems) -> Tiling | None:
@@ -243,4 +270,6 @@ def to_dict(task: MatmulTask) -> dict[str, Any]:
             out["tiling"]["workspace_stages"] = task.tiling.workspace_stages
         if task.tiling.split_k != 1:
             out["tiling"]["split_k"] = task.tiling.split_k
+    if task.engine:  # only when given: a graph without it keeps its text
+        out["engine"] = task.engine
     return out

@@ -29,7 +29,8 @@ def matrices(value: np.ndarray, lead: tuple[int, ...], transpose: bool) -> np.nd
 def reference(task: MatmulTask, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     a = matrices(env[task.a].astype(np.float32), task.a_lead, task.transpose_a)
     b = matrices(env[task.b].astype(np.float32), task.b_lead, task.transpose_b)
-    # fp32 accumulation, then FixPipe's fp32 -> fp16
+    # fp32 accumulation, then one rounding to fp16: FixPipe's on the Cube, the cast after the
+    # Vector lowering's fp32 column sums (engine "vector"); only the order of the fp32 sums differs
     y = np.matmul(a, b).reshape(task.batches * task.m, task.n).astype(np.float16)
     for step in task.epilogue:
         if step.reduces:

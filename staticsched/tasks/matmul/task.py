@@ -4,13 +4,14 @@ constants the other modules share."""
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
 from staticsched.model.hardware import DTYPE_BYTES
 from staticsched.model.vecops import USER_OPS, VECOPS
+from staticsched.tasks.base import spans
 from staticsched.tasks.rowops import DEFAULT_EPS, ROWOPS
 
 #: operand and output element bytes (fp16) and accumulator element bytes (fp32)
@@ -21,6 +22,9 @@ ACC_BYTES = DTYPE_BYTES["float32"]
 EPILOGUE_OPS = tuple(name for name in USER_OPS if not VECOPS[name].reduces)
 #: row reductions an epilogue may hold (those keeping the shape)
 REDUCTION_OPS = tuple(name for name, rop in ROWOPS.items() if rop.out == "full")
+#: the TaskGraph's ``engine`` values: the Cube lowering (the default) or the Vector one
+#: (:mod:`staticsched.tasks.matmul.vector`)
+ENGINES = ("cube", "vector")
 
 
 
@@ -106,6 +110,13 @@ class MatmulTask:
     batch: tuple[int, ...] = attrs.field(converter=tuple, default=())
     a_lead: tuple[int, ...] = attrs.field(converter=tuple, default=())
     b_lead: tuple[int, ...] = attrs.field(converter=tuple, default=())
+    #: ``engine`` as given (``""``: absent, the Cube lowering as ``"cube"``)
+    engine: str = ""
+
+    @property
+    def on_vector(self) -> bool:
+        """Whether the task asked for the Vector lowering."""
+        return self.engine == "vector"
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -132,3 +143,20 @@ class MatmulTask:
         idx = np.unravel_index(bi, self.batch)[len(self.batch) - len(lead):]
         picked = tuple(i if d > 1 else 0 for i, d in zip(idx, lead, strict=True))
         return int(np.ravel_multi_index(picked, lead))
+
+
+@attrs.frozen
+class SpanGrid:
+    """A matmul cut by a tiling's ``base_n`` and ``base_k``: what its Cube plan and its Vector
+    plan share."""
+
+    task: MatmulTask
+    tiling: Any
+
+    @property
+    def n_spans(self) -> tuple[tuple[int, int], ...]:
+        return spans(self.task.n, self.tiling.base_n)
+
+    @property
+    def k_spans(self) -> tuple[tuple[int, int], ...]:
+        return spans(self.task.k, self.tiling.base_k)

@@ -1,0 +1,192 @@
+"""Mapping by arithmetic intensity (seed §3.1): each task's FLOP per GM byte against the
+balance points of the hardware's Cube and Vector engines.
+
+A unit's balance point is its peak FLOP per cycle over the chip's GM bandwidth per cycle (the
+shared link the GM loads cross, or the slowest GM path when there is no link): a task whose
+intensity is above the Cube's balance point is compute-bound on the Cube, one below the
+Vector's balance point is memory-bound even on the Vector unit, so the Cube would idle. The
+rule: above the Cube balance -> Cube; below the Vector balance -> Vector; in between, next to
+its neighbours (the engine of the task it reads from). :func:`mapping` states, per task, the
+intensity, the rule's engine and the engine that runs it: the kind's only lowering unless the
+task names another with ``"engine"`` (which is obeyed when the kind has that lowering).
+
+:func:`choose_engines` is the decision for a model: a ``matmul`` with no explicit engine that
+the rule sends to the Vector unit gets ``"engine": "vector"`` (its Vector lowering: broadcast
+multiplies and column sums), or, with ``mode="search"``, both engines are scheduled and the
+faster kept.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from staticsched.frontend.taskgraph import TaskGraph, taskgraph_from_dict, taskgraph_to_dict
+from staticsched.model.hardware import Hardware
+from staticsched.tasks.rowops import ROWOPS
+
+MAPPING_MODES = ("rules", "search")
+#: the engine each kind's lowering runs on (attention runs on both: its matmuls on the Cube)
+KIND_ENGINE = {"matmul": "cube", "elementwise": "vector", "rowwise": "vector", "attention": "cube"}
+ELEM = 2  # bytes of an fp16 value
+
+
+@attrs.frozen
+class Balance:
+    """The hardware's balance points (FLOP per GM byte) and what they come from."""
+
+    cube: float
+    vector: float
+    bytes_per_cycle: float
+    source: str
+
+    def line(self) -> str:
+        return (f"balance points: Cube {self.cube:.1f} FLOP/B, Vector {self.vector:.2f} FLOP/B "
+                f"(GM bandwidth {self.bytes_per_cycle:,.0f} B/cycle, {self.source})")
+
+
+@attrs.frozen
+class Mapped:
+    """One task: FLOPs, GM bytes, intensity, the rule's engine and the engine used."""
+
+    task: str
+    kind: str
+    flops: int
+    gm_bytes: int
+    rule: str
+    engine: str
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / max(1, self.gm_bytes)
+
+    def line(self) -> str:
+        note = ""
+        if self.rule != self.engine:
+            why = ("explicit, measured, or a tiling or row reduction the Vector lowering does not take"
+                   if self.kind == "matmul" else
+                   f"a {self.kind} task has no {self.rule} lowering in this version")
+            note = f" (rule says {self.rule}; {why})"
+        return (f"{self.task} ({self.kind}): {self.flops:,} FLOP / {self.gm_bytes:,} B = "
+                f"{self.intensity:.2f} FLOP/B -> {self.engine}{note}")
+
+
+def balance(hw: Hardware) -> Balance:
+    """The Cube's and the Vector unit's balance points on ``hw``."""
+    gm = hw.role("global")
+    links = [lk for lk in hw.links if any(src == gm for src, _ in lk.paths)]
+    if links:
+        link = min(links, key=lambda lk: lk.bytes_per_cycle)
+        bw, source = link.bytes_per_cycle, f"link {link.name}"
+    else:
+        paths = [p for p in hw.paths if p.src == gm]
+        bw = sum(p.bytes_per_cycle for p in paths) * hw.cores if paths else 1.0
+        source = "the GM paths of every core"
+    cube = 0.0
+    if hw.cube is not None:
+        cube = 2.0 * dict(hw.cube.macs_per_cycle).get("float16", 0) * len(hw.engine_cores("cube")) / bw
+    vector = 0.0
+    if hw.vector is not None:
+        vector = hw.vector.bytes_per_cycle / ELEM * len(hw.engine_cores("vector")) / bw
+    return Balance(cube, vector, bw, source)
+
+
+def _elems(tg: TaskGraph, name: str) -> int:
+    return math.prod(tg.tensor_map[name].shape)
+
+
+def _flops(task: object, tg: TaskGraph) -> int:
+    kind = getattr(task, "type", "")
+    if kind == "matmul":
+        batch = math.prod(getattr(task, "batch", ()) or (1,))
+        out = batch * task.m * task.n  # type: ignore[attr-defined]
+        steps = sum(5 if s.op in ROWOPS else 1 for s in task.epilogue)  # type: ignore[attr-defined]
+        return 2 * out * task.k + out * steps  # type: ignore[attr-defined]
+    if kind == "attention":
+        t = task
+        per = 2 * t.sq * t.sk * t.d + 2 * t.sq * t.sk * t.dv + 5 * t.sq * t.sk  # type: ignore[attr-defined]
+        return t.heads * per  # type: ignore[attr-defined]
+    if kind == "rowwise":
+        return 5 * _elems(tg, task.input)  # type: ignore[attr-defined]
+    return _elems(tg, task.writes[0])  # type: ignore[attr-defined]
+
+
+def mapping(tg: TaskGraph, hw: Hardware) -> tuple[Balance, list[Mapped]]:
+    """Every task's intensity, the rule's engine and the engine that runs it."""
+    bal = balance(hw)
+    engine_of: dict[str, str] = {}
+    writer = tg.writer
+    out: list[Mapped] = []
+    for task in tg.ordered_tasks:
+        names = sorted(set(task.reads) | set(task.writes))
+        gm = sum(_elems(tg, n) for n in names) * ELEM
+        flops = _flops(task, tg)
+        intensity = flops / max(1, gm)
+        if intensity >= bal.cube:
+            rule = "cube"
+        elif intensity <= bal.vector:
+            rule = "vector"
+        else:  # between the balance points: next to the task it reads from
+            srcs = [engine_of[writer[n]] for n in task.reads if n in writer and writer[n] in engine_of]
+            rule = srcs[0] if srcs else KIND_ENGINE.get(task.type, "vector")
+        engine = getattr(task, "engine", "") or KIND_ENGINE.get(task.type, "vector")
+        engine_of[task.id] = engine
+        out.append(Mapped(task.id, task.type, flops, gm, rule, engine))
+    return bal, out
+
+
+def mapping_lines(tg: TaskGraph, hw: Hardware, origin: Mapping[str, str] | None = None) -> list[str]:
+    """The summary's mapping section."""
+    bal, rows = mapping(tg, hw)
+    return [f"mapping      : {bal.line()}", *(f"  {m.line()}" for m in rows)]
+
+
+def _vector_ok(task: object) -> bool:
+    """Whether the matmul's Vector lowering takes ``task`` (no row reduction, derived tiling)."""
+    return (getattr(task, "type", "") == "matmul" and getattr(task, "tiling", None) is None
+            and not any(s.op in ROWOPS for s in getattr(task, "epilogue", ())))
+
+
+def _with_engine(tg: TaskGraph, engines: Mapping[str, str]) -> TaskGraph:
+    doc = taskgraph_to_dict(tg)
+    doc.pop("constants", None)
+    for body in doc["tasks"]:
+        if body["id"] in engines:
+            body["engine"] = engines[body["id"]]
+    out = taskgraph_from_dict(doc, "<mapped graph>")
+    return TaskGraph(out.tensors, out.tasks, tg.constants)
+
+
+def choose_engines(tg: TaskGraph, hw: Hardware, *, mode: str = "rules",
+                   measure: Callable[[TaskGraph], int] | None = None) -> tuple[TaskGraph, list[str]]:
+    """Give each matmul without an explicit engine the one the rule (or, with ``"search"``,
+    the faster schedule by ``measure``) picks; the decisions, one line each."""
+    if mode not in MAPPING_MODES:
+        from staticsched.errors import InputError
+
+        raise InputError(f"mapping mode {mode!r} is not one of {', '.join(MAPPING_MODES)}")
+    _, rows = mapping(tg, hw)
+    rule = {m.task: m for m in rows}
+    engines: dict[str, str] = {}
+    lines: list[str] = []
+    for task in tg.ordered_tasks:
+        if not _vector_ok(task) or getattr(task, "engine", ""):
+            continue
+        m = rule[task.id]
+        if mode == "rules":
+            if m.rule == "vector":
+                engines[task.id] = "vector"
+                lines.append(f"{task.id}: {m.intensity:.2f} FLOP/B -> vector (the rule)")
+            continue
+        assert measure is not None
+        spans = {}
+        for engine in ("cube", "vector"):
+            spans[engine] = measure(_with_engine(tg, {**engines, task.id: engine}))
+        best = "vector" if spans["vector"] < spans["cube"] else "cube"
+        if best == "vector":
+            engines[task.id] = "vector"
+        lines.append(f"{task.id}: cube {spans['cube']:,} cycles, vector {spans['vector']:,} cycles -> {best} "
+                     f"(the rule says {m.rule})")
+    return (_with_engine(tg, engines) if engines else tg), lines

@@ -1,0 +1,68 @@
+"""ONNX models to TaskGraphs (:func:`import_model`); the public face is :mod:`staticsched.onnx`.
+
+:mod:`.load` reads, upgrades, shape-infers and constant-folds the model; :mod:`.translate`
+turns its nodes into an unfused TaskGraph whose weights are constants. ``onnx`` is imported
+only when a model is, so the rest of the package works without it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import attrs
+
+from staticsched.errors import ModelError, StaticschedError
+from staticsched.frontend.onnx_import.load import load_net
+from staticsched.frontend.onnx_import.patterns import recover
+from staticsched.frontend.onnx_import.translate import Binding, Translator
+from staticsched.frontend.taskgraph import TaskGraph, taskgraph_from_dict
+
+__all__ = ["Binding", "Imported", "import_unfused"]
+
+
+@attrs.frozen
+class Imported:
+    """A model as a TaskGraph: the graph, and where the model's inputs and outputs live in it.
+
+    ``origin`` maps every task id to the ONNX node it came from.
+    """
+
+    graph: TaskGraph
+    inputs: tuple[Binding, ...] = attrs.field(converter=tuple)
+    outputs: tuple[Binding, ...] = attrs.field(converter=tuple)
+    origin: dict[str, str] = attrs.field(eq=False)
+    nodes: int = 0
+    #: the fusion pass's result (:class:`staticsched.frontend.fusion.Fused`), None if not run
+    fusion: Any = attrs.field(default=None, eq=False)
+    #: exporters' decompositions recovered as one node: op -> count
+    recovered: dict[str, int] = attrs.field(factory=dict, eq=False)
+    opset: int = 0
+
+
+def import_unfused(model: Any) -> Imported:
+    """One task per computing node of ``model`` (a path or an ``onnx.ModelProto``).
+
+    Raises
+    ------
+    ModelError
+        One line naming the node, its op type and opset for what is outside the supported set.
+    """
+    loaded = load_net(model)
+    net = recover(loaded)
+    before = Counter(n.op for n in loaded.nodes)
+    recovered = {op: c - before.get(op, 0) for op, c in sorted(Counter(n.op for n in net.nodes).items())
+                 if c > before.get(op, 0)}
+    tr = Translator(net)
+    ins, outs = tr.run()
+    doc = {"format": "staticsched.taskgraph", "version": 1,
+           "tensors": {name: {"shape": list(shape)} for name, shape in sorted(tr.tensors.items())},
+           "tasks": tr.tasks}
+    if not tr.tasks:
+        raise ModelError("model: nothing to compute (every output is a constant)")
+    try:
+        tg = taskgraph_from_dict(doc, "<imported model>")
+    except StaticschedError as exc:
+        raise ModelError([f"model: {line}" for line in exc.problems]) from None
+    tg = TaskGraph(tg.tensors, tg.tasks, {n: v for n, v in sorted(tr.constants.items())})
+    return Imported(tg, ins, outs, dict(tr.origin), len(loaded.nodes), recovered=recovered, opset=net.opset)

@@ -1,0 +1,233 @@
+"""An ONNX model as the importer reads it: upgraded, shape-inferred, its constants folded.
+
+:func:`load_net` turns a ``ModelProto`` (or a path) into a :class:`Net`: the graph's inputs,
+outputs and nodes in topological order, every value's static shape and element type, and the
+value of every tensor that does not depend on a graph input. Initializers are such values, and
+so is every node whose inputs all are (``Shape`` of a tensor with a static shape too): each is
+evaluated once with ONNX's own reference implementation (``onnx.reference``), so the folder
+agrees with the standard by construction. ``onnx`` has no constant folder of its own; this is
+the smallest one that serves the importer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from staticsched.errors import ModelError
+
+#: the opset the importer reads natively; older models are upgraded to it
+OPSET = 17
+#: the oldest default-domain opset the importer reads without upgrading
+NATIVE_MIN = 13
+
+
+def _strs(xs: Iterable[str]) -> tuple[str, ...]:
+    return tuple(xs)
+
+
+@attrs.frozen
+class Node:
+    """One ONNX node: ``op`` of ``inputs`` (``""`` for an omitted optional one) to ``outputs``."""
+
+    name: str
+    op: str
+    inputs: tuple[str, ...] = attrs.field(converter=_strs)
+    outputs: tuple[str, ...] = attrs.field(converter=_strs)
+    attrs: dict[str, Any] = attrs.field(eq=False)
+
+    def where(self, opset: int) -> str:
+        return f"node '{self.name}' ({self.op}, opset {opset})"
+
+
+@attrs.frozen
+class Net:
+    """A model's graph as the importer reads it (see the module docstring)."""
+
+    nodes: tuple[Node, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    shapes: dict[str, tuple[int, ...]] = attrs.field(eq=False)
+    dtypes: dict[str, np.dtype] = attrs.field(eq=False)
+    consts: dict[str, np.ndarray] = attrs.field(eq=False)
+    opset: int
+    consumers: dict[str, list[int]] = attrs.field(eq=False)
+
+    def where(self, node: Node) -> str:
+        return node.where(self.opset)
+
+
+def _onnx() -> Any:
+    try:
+        import onnx
+    except ImportError as exc:  # pragma: no cover - the extra is part of [test]
+        raise ModelError("ONNX import needs the 'onnx' package: pip install 'staticsched[onnx]'") from exc
+    return onnx
+
+
+def read_model(model: Any) -> Any:
+    """A ``ModelProto`` from a path or a ``ModelProto``; one line if it cannot be read."""
+    onnx = _onnx()
+    if isinstance(model, onnx.ModelProto):
+        return model
+    path = Path(model)
+    if not path.is_file():
+        raise ModelError(f"{path}: no such model file")
+    try:
+        return onnx.load(str(path))
+    except Exception as exc:  # onnx raises DecodeError and others for a file that is not a model
+        raise ModelError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
+
+
+def _default_opset(proto: Any) -> int:
+    for imp in proto.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    raise ModelError("model: it imports no default-domain ('ai.onnx') opset")
+
+
+def load_net(model: Any) -> Net:
+    """Read, upgrade (opsets below 13), shape-infer and constant-fold ``model``.
+
+    Raises
+    ------
+    ModelError
+        The model cannot be read, upgraded or shape-inferred, or a value has no static shape.
+    """
+    onnx = _onnx()
+    from onnx import numpy_helper, shape_inference, version_converter
+
+    proto = read_model(model)
+    opset = _default_opset(proto)
+    if opset < NATIVE_MIN:
+        try:
+            proto = version_converter.convert_version(proto, OPSET)
+        except Exception as exc:
+            raise ModelError(f"model: cannot upgrade opset {opset} to {OPSET} with onnx.version_converter "
+                             f"({type(exc).__name__}: {exc})") from None
+        opset = _default_opset(proto)
+    _check_cycles(proto.graph)
+    try:
+        proto = shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as exc:
+        raise ModelError(f"model: ONNX shape inference failed ({type(exc).__name__}: {exc})") from None
+    g = proto.graph
+    consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    shapes: dict[str, tuple[int, ...]] = {}
+    dtypes: dict[str, np.dtype] = {}
+    problems: list[str] = []
+    for vi in (*g.input, *g.value_info, *g.output):
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            problems.append(f"value '{vi.name}': not a tensor (sequences, maps and optionals are not "
+                            f"supported)")
+            continue
+        if tt.elem_type:
+            dtypes[vi.name] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        if tt.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+            shapes[vi.name] = tuple(dims)
+    for name, value in consts.items():
+        shapes[name] = tuple(value.shape)
+        dtypes[name] = value.dtype
+    inputs = tuple(vi.name for vi in g.input if vi.name not in consts)
+    for name in inputs:
+        shape = shapes.get(name)
+        if shape is None or any(d < 0 for d in shape):
+            problems.append(f"input '{name}': shape {_fmt(shape)} is not static; give every dim a value "
+                            f"(e.g. onnx.tools.update_model_dims) before importing")
+    if problems:
+        raise ModelError(problems)
+    nodes = []
+    for i, n in enumerate(g.node):
+        if n.domain not in ("", "ai.onnx"):
+            raise ModelError(f"node '{n.name or i}' ({n.op_type}, domain '{n.domain}'): only the default "
+                             f"domain is supported")
+        attrs_ = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        nodes.append(Node(n.name or f"{n.op_type}_{i}", n.op_type, list(n.input), list(n.output), attrs_))
+    nodes = _fold(nodes, consts, shapes, dtypes, opset)
+    for node in nodes:
+        for out in node.outputs:
+            shape = shapes.get(out)
+            if out and (shape is None or any(d < 0 for d in shape)):
+                problems.append(f"{node.where(opset)}: output '{out}' has no static shape after shape "
+                                f"inference ({_fmt(shape)}): a dynamic shape without a value")
+    if problems:
+        raise ModelError(problems)
+    consumers: dict[str, list[int]] = {}
+    for i, node in enumerate(nodes):
+        for name in node.inputs:
+            if name:
+                consumers.setdefault(name, []).append(i)
+    outputs = tuple(vi.name for vi in g.output)
+    return Net(tuple(nodes), inputs, outputs, shapes, dtypes, consts, opset, consumers)
+
+
+def _check_cycles(g: Any) -> None:
+    """One line naming the nodes of a dependency cycle (shape inference would only say that
+    some input has no type)."""
+    import networkx as nx
+
+    dg = nx.DiGraph()
+    producer = {}
+    for i, n in enumerate(g.node):
+        dg.add_node(i)
+        for o in n.output:
+            producer[o] = i
+    for i, n in enumerate(g.node):
+        for x in n.input:
+            if x in producer:
+                dg.add_edge(producer[x], i, value=x)
+    try:
+        cycle = nx.find_cycle(dg)
+    except nx.NetworkXNoCycle:
+        return
+    names = [g.node[u].name or f"{g.node[u].op_type}_{u}" for u, _ in cycle]
+    through = ", ".join(f"'{dg[u][v]['value']}'" for u, v in cycle)
+    path = " -> ".join(f"'{n}'" for n in [*names, names[0]])
+    raise ModelError(f"node '{names[0]}' ({g.node[cycle[0][0]].op_type}): nodes {path} form a cycle "
+                     f"(through {through})")
+
+
+def _fmt(shape: tuple[int, ...] | None) -> str:
+    if shape is None:
+        return "unknown"
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+def _fold(nodes: list[Node], consts: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]],
+          dtypes: dict[str, np.dtype], opset: int) -> list[Node]:
+    """Evaluate every node whose inputs are all known; the others stay, in order."""
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    kept = []
+    for node in nodes:
+        known = all(not x or x in consts for x in node.inputs)
+        if node.op == "Shape" and node.inputs[0] not in consts:
+            shape = shapes.get(node.inputs[0])
+            if shape is not None and all(d >= 0 for d in shape):
+                start, end = node.attrs.get("start", 0), node.attrs.get("end", None)
+                consts[node.outputs[0]] = np.array(shape[start:end], dtype=np.int64)
+                continue
+        if not known or node.op in ("RandomNormal", "RandomUniform", "RandomNormalLike",
+                                    "RandomUniformLike", "Multinomial", "Bernoulli"):
+            kept.append(node)
+            continue
+        proto = helper.make_node(node.op, list(node.inputs), list(node.outputs), **node.attrs)
+        try:
+            results = ReferenceEvaluator(proto, opsets={"": opset}).run(
+                None, {x: consts[x] for x in node.inputs if x})
+        except Exception as exc:
+            raise ModelError(f"{node.where(opset)}: constant folding with onnx.reference failed "
+                             f"({type(exc).__name__}: {exc})") from None
+        for name, value in zip(node.outputs, results, strict=False):
+            if name:
+                consts[name] = np.asarray(value)
+                shapes[name] = tuple(np.shape(value))
+                dtypes[name] = np.asarray(value).dtype
+    return kept

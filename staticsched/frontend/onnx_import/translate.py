@@ -1,0 +1,611 @@
+"""ONNX nodes to an unfused TaskGraph: one task per computing node, views as aliases.
+
+Every value of the :class:`~staticsched.frontend.onnx_import.load.Net` is a constant (folded),
+or a GM tensor seen through an ONNX shape. A GM tensor is declared with the shape of what
+writes it (a graph input's own shape, a task's output), at most 4-D (leading dims beyond that
+are merged). Layout nodes cost nothing where they are views of the same row-major bytes:
+
+- ``Identity``, ``Cast`` to a float type, ``Dropout`` (inference), and ``Reshape``/``Flatten``/
+  ``Squeeze``/``Unsqueeze`` that keep the row length (the last dim) alias their input;
+- ``Transpose`` of the last two dims is a transposed view a ``MatMul`` reads (``transpose_a``/
+  ``transpose_b``);
+- any other layout change is a real move this version does not make: one line, the node named.
+
+Computing nodes become tasks of the existing kinds: ``MatMul``/``Gemm`` a ``matmul`` (Gemm's
+``alpha`` and ``C`` as further tasks), elementwise ops an ``elementwise`` task whose op follows
+from how the other operand broadcasts (a full tensor, one value per column, per row, or a
+scalar constant), ``Softmax``/``LayerNormalization`` and last-axis reductions a ``rowwise``
+task. Fusing them is the next pass's decision (:mod:`staticsched.frontend.fusion`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from staticsched.errors import ModelError
+from staticsched.frontend.onnx_import.load import Net, Node
+from staticsched.frontend.onnx_import.patterns import ATTENTION
+
+MAX_RANK = 4
+#: ONNX element types computed in the hardware's float16
+FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
+_NAME_OK = re.compile(r"[^A-Za-z0-9_:/+\-\[\]#@]")
+
+
+@attrs.frozen
+class GM:
+    """A value held in a GM tensor: ``tensor`` as declared, seen with the ONNX ``shape``."""
+
+    tensor: str
+    shape: tuple[int, ...]
+    transposed: bool = False
+
+
+@attrs.frozen
+class Binding:
+    """A graph input or output: its ONNX name, shape and dtype, and the GM tensor holding it."""
+
+    name: str
+    tensor: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def rows_cols(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The 2-D view of a row-major shape: leading dims flattened into rows."""
+    if not shape:
+        return (1, 1)
+    return (math.prod(shape[:-1]), shape[-1])
+
+
+def declared(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The TaskGraph shape of an ONNX shape: at most 4-D, a scalar as ``[1]``."""
+    if not shape:
+        return (1,)
+    if len(shape) > MAX_RANK:
+        return (math.prod(shape[: len(shape) - MAX_RANK + 1]), *shape[len(shape) - MAX_RANK + 1:])
+    return tuple(shape)
+
+
+class Translator:
+    """Walks the net's nodes in order and writes the TaskGraph document."""
+
+    def __init__(self, net: Net) -> None:
+        self.net = net
+        self.env: dict[str, GM | np.ndarray] = dict(net.consts)
+        self.tensors: dict[str, tuple[int, ...]] = {}
+        self.constants: dict[str, np.ndarray] = {}
+        self.tasks: list[dict[str, Any]] = []
+        self.origin: dict[str, str] = {}  # task id -> the ONNX node it came from
+        self._names: set[str] = set()
+        self._const_names: dict[tuple[str, tuple[int, ...]], str] = {}
+        self.node: Node | None = None
+
+    # ----------------------------------------------------------------- names and values
+
+    def fresh(self, base: str, *, task: bool = False) -> str:
+        name = _NAME_OK.sub("_", base.replace(".", "_") if task else base) or "t"
+        if name[0] in "-+":
+            name = "_" + name
+        out, i = name, 1
+        while out in self._names:
+            i += 1
+            out = f"{name}_{i}"
+        self._names.add(out)
+        return out
+
+    def fail(self, why: str) -> ModelError:
+        assert self.node is not None
+        return ModelError(f"{self.net.where(self.node)}: {why}")
+
+    def gm(self, name: str) -> GM:
+        """The GM value ``name`` (a constant becomes a constant tensor)."""
+        v = self.env[name]
+        if isinstance(v, GM):
+            return v
+        return self.const_tensor(v, name)
+
+    def const_tensor(self, value: np.ndarray, base: str, shape: tuple[int, ...] | None = None) -> GM:
+        value = np.asarray(value)
+        if value.dtype.kind not in "fiub":
+            raise self.fail(f"constant '{base}' has dtype {value.dtype}, not a number")
+        shape = tuple(value.shape) if shape is None else shape
+        key = (base, declared(shape))
+        if key in self._const_names:
+            return GM(self._const_names[key], shape)
+        name = self.fresh(base)
+        self.tensors[name] = declared(shape)
+        held = rows_cols(declared(shape))
+        self.constants[name] = np.ascontiguousarray(value.astype(np.float16).reshape(held))
+        self._const_names[key] = name
+        return GM(name, shape)
+
+    def out_tensor(self, onnx_name: str, shape: tuple[int, ...]) -> str:
+        name = self.fresh(onnx_name)
+        self.tensors[name] = declared(shape)
+        return name
+
+    def task(self, body: dict[str, Any]) -> None:
+        assert self.node is not None
+        tid = self.fresh(body.pop("id"), task=True)
+        self.tasks.append({"id": tid, **body})
+        self.origin[tid] = self.node.name
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(self.net.shapes[name])
+
+    # ----------------------------------------------------------------- inputs and outputs
+
+    def bind_inputs(self) -> list[Binding]:
+        out = []
+        for name in self.net.inputs:
+            dtype = self.net.dtypes.get(name)
+            if dtype not in FLOAT_TYPES:
+                raise ModelError(f"input '{name}': dtype {dtype} is not supported (float32 and float16 "
+                                 f"inputs are computed in float16)")
+            shape = self.shape(name)
+            t = self.fresh(name)
+            self.tensors[t] = declared(shape)
+            self.env[name] = GM(t, shape)
+            out.append(Binding(name, t, shape, str(dtype)))
+        return out
+
+    def bind_outputs(self) -> list[Binding]:
+        out = []
+        written = {t["out"] for t in self.tasks}
+        inputs = {self.env[n].tensor for n in self.net.inputs if isinstance(self.env[n], GM)}  # type: ignore[union-attr]
+        seen: set[str] = set()
+        for name in self.net.outputs:
+            dtype = self.net.dtypes.get(name)
+            if dtype not in FLOAT_TYPES:
+                raise ModelError(f"output '{name}': dtype {dtype} is not supported (float32 and float16)")
+            v = self.env[name]
+            shape = self.shape(name)
+            if isinstance(v, GM) and v.transposed:
+                raise ModelError(f"output '{name}': a transposed view is a real move, not supported")
+            if not isinstance(v, GM) or v.tensor in inputs or v.tensor in seen or v.tensor not in written:
+                # an output that is an input, a constant or another output: a real copy
+                self.node = Node(f"{name}/copy", "Identity", [name], [name], {})
+                src = self.gm(name)
+                t = self.out_tensor(f"{name}_copy", src.shape)
+                self.task({"id": f"{name}/copy", "type": "elementwise", "op": "cast",
+                           "inputs": [src.tensor], "out": t})
+                self.tensors[t] = self.tensors[src.tensor]
+                v = GM(t, shape)
+            seen.add(v.tensor)
+            out.append(Binding(name, v.tensor, shape, str(dtype)))
+        return out
+
+    # ----------------------------------------------------------------- the nodes
+
+    def run(self) -> tuple[list[Binding], list[Binding]]:
+        ins = self.bind_inputs()
+        for node in self.net.nodes:
+            self.node = node
+            handler = HANDLERS.get(node.op)
+            if handler is None:
+                raise self.fail(f"op type '{node.op}' is not supported (supported: "
+                                f"{', '.join(sorted(h for h in HANDLERS if '.' not in h))})")
+            for x in node.inputs:
+                if x and x not in self.env:
+                    raise self.fail(f"input '{x}' is not computed by any earlier node")
+            handler(self, node)
+        return ins, self.bind_outputs()
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def _alias(tr: Translator, node: Node) -> None:
+    src = tr.env[node.inputs[0]]
+    out_shape = tr.shape(node.outputs[0])
+    if not isinstance(src, GM):
+        tr.env[node.outputs[0]] = np.asarray(src).reshape(out_shape)
+        return
+    if node.op != "Identity" and src.transposed:
+        raise tr.fail("a reshape of a transposed view is a real move, not supported")
+    if src.transposed:
+        tr.env[node.outputs[0]] = src
+        return
+    if rows_cols(out_shape) != rows_cols(tr.tensors[src.tensor]):
+        raise tr.fail(f"reshape {list(src.shape)} -> {list(out_shape)} changes the row length "
+                      f"({rows_cols(src.shape)[1]} -> {rows_cols(out_shape)[1]}): a real move, not supported")
+    tr.env[node.outputs[0]] = GM(src.tensor, out_shape)
+
+
+def _cast(tr: Translator, node: Node) -> None:
+    to = int(node.attrs.get("to", 0))
+    from onnx import helper
+
+    if np.dtype(helper.tensor_dtype_to_np_dtype(to)) not in FLOAT_TYPES:
+        raise tr.fail(f"cast to {helper.tensor_dtype_to_np_dtype(to)}: integer and other dtypes are not "
+                      f"supported")
+    _alias(tr, node)
+
+
+def _dropout(tr: Translator, node: Node) -> None:
+    if len([o for o in node.outputs if o]) > 1:
+        raise tr.fail("the mask output is not supported (inference only)")
+    if len(node.inputs) > 2 and node.inputs[2] and bool(np.asarray(tr.env[node.inputs[2]]).item()):
+        raise tr.fail("training_mode=true is not supported")
+    _alias(tr, node)
+
+
+def _transpose(tr: Translator, node: Node) -> None:
+    src = tr.gm(node.inputs[0])
+    rank = len(src.shape)
+    perm = list(node.attrs.get("perm", list(range(rank))[::-1]))
+    swap = [*range(rank - 2), rank - 1, rank - 2]
+    if perm == list(range(rank)):
+        tr.env[node.outputs[0]] = src
+    elif rank >= 2 and perm == swap and not src.transposed:
+        tr.env[node.outputs[0]] = GM(src.tensor, tr.shape(node.outputs[0]), transposed=True)
+    elif rank >= 2 and perm == swap and src.transposed:
+        tr.env[node.outputs[0]] = GM(src.tensor, tr.shape(node.outputs[0]))
+    else:
+        raise tr.fail(f"perm {perm}: only a swap of the last two dims (read by a MatMul) is a view; other "
+                      f"transposes are real moves, not supported")
+
+
+# --------------------------------------------------------------------------- elementwise
+
+
+def _scalar(v: np.ndarray) -> float | None:
+    return float(np.asarray(v).reshape(-1)[0]) if np.asarray(v).size == 1 else None
+
+
+def _form(tr: Translator, name: str, out: tuple[int, ...]) -> str:
+    """How operand ``name`` broadcasts to the output shape ``out``."""
+    v = tr.env[name]
+    shape = tuple(np.shape(v)) if not isinstance(v, GM) else v.shape
+    if isinstance(v, GM) and v.transposed:
+        raise tr.fail(f"operand '{name}' is a transposed view: a real move, not supported")
+    if not isinstance(v, GM) and np.asarray(v).size == 1:
+        return "scalar"
+    padded = (1,) * (len(out) - len(shape)) + shape
+    if padded == out:
+        return "full"
+    if out and all(d == 1 for d in padded[:-1]) and padded[-1] == out[-1]:
+        return "col"
+    if out and padded[:-1] == out[:-1] and padded[-1] == 1:
+        return "row"
+    return "other"
+
+
+#: (onnx op, form of the broadcast operand, whether it is the left one) -> Vector op
+_BINARY = {
+    ("Add", "full"): "add", ("Sub", "full"): "sub", ("Mul", "full"): "mul", ("Div", "full"): "div",
+    ("Max", "full"): "max",
+    ("Add", "col"): "bias", ("Sub", "col"): "sub_col", ("Mul", "col"): "mul_col", ("Div", "col"): "div_col",
+    ("Add", "row"): "add_row", ("Sub", "row"): "sub_row", ("Mul", "row"): "mul_row", ("Div",
+                                                                                      "row"): "div_row",
+    ("Sub", "col", "left"): "rsub_col", ("Div", "col", "left"): "rdiv_col",
+    ("Sub", "row", "left"): "rsub_row", ("Div", "row", "left"): "rdiv_row",
+}
+_COMMUTES = ("Add", "Mul", "Max")
+
+
+def _scalar_op(op: str, value: float, left: bool) -> tuple[str, float] | None:
+    if op == "Add":
+        return ("adds", value)
+    if op == "Mul":
+        return ("scale", value)
+    if op == "Sub":
+        return ("rsubs", value) if left else ("adds", -value)
+    if op == "Div":
+        return ("rdivs", value) if left else ("scale", 1.0 / value)
+    return None
+
+
+def _binary(tr: Translator, node: Node) -> None:
+    if len(node.inputs) != 2:
+        raise tr.fail(f"{len(node.inputs)} inputs: only two are supported")
+    a, b = node.inputs
+    out = tr.shape(node.outputs[0])
+    fa, fb = _form(tr, a, out), _form(tr, b, out)
+    for name, f in ((a, fa), (b, fb)):
+        if f == "other" and not isinstance(tr.env[name], GM):
+            tr.env[name] = np.broadcast_to(np.asarray(tr.env[name]), out)
+    fa, fb = _form(tr, a, out), _form(tr, b, out)
+    left = False
+    if fa != "full" and fb == "full":
+        if node.op in _COMMUTES:
+            a, b, fa, fb = b, a, fb, fa
+        else:
+            left = True
+    if (fa if not left else fb) != "full":
+        raise tr.fail(f"operands {list(_shape_of(tr, a))} and {list(_shape_of(tr, b))} -> {list(out)}: "
+                      f"one operand must have the output's shape (the other one value per column, per row, "
+                      f"or a scalar constant)")
+    x, y = (b, a) if left else (a, b)
+    fy = fa if left else fb
+    xv = tr.gm(x)
+    body: dict[str, Any] = {"id": node.name, "type": "elementwise"}
+    if fy == "scalar":
+        made = _scalar_op(node.op, float(_scalar(tr.env[y])), left)  # type: ignore[arg-type]
+        if made is None:
+            raise tr.fail(f"a scalar operand of {node.op} is not supported")
+        body.update(op=made[0], inputs=[xv.tensor], value=made[1])
+    else:
+        key = (node.op, fy, "left") if left else (node.op, fy)
+        op = _BINARY.get(key)  # type: ignore[arg-type]
+        if op is None:
+            side = "left" if left else "right"
+            raise tr.fail(f"{node.op} with a {fy} operand on the {side} is not supported")
+        yv = _second_operand(tr, y, fy, tr.tensors[xv.tensor])
+        body.update(op=op, inputs=[xv.tensor, yv.tensor])
+    _emit_elementwise(tr, node, body, xv)
+
+
+def _second_operand(tr: Translator, y: str, form: str, xdecl: tuple[int, ...]) -> GM:
+    """Operand ``y`` of ``form`` as the tensor the elementwise task reads beside a tile held as
+    ``xdecl``: a column ``[N]``, a row ``[..., M, 1]`` or a full tensor of the tile's shape."""
+    want = {"col": (xdecl[-1],), "row": (*xdecl[:-1], 1)}.get(form, xdecl)
+    v = tr.env[y]
+    if not isinstance(v, GM):
+        return tr.const_tensor(np.asarray(v), y, want)
+    held = tr.tensors[v.tensor]
+    ok = rows_cols(held) == rows_cols(want) and (form == "col" or len(held) == len(want) or len(want) <= 2)
+    if not ok:
+        raise tr.fail(f"operand '{y}' is held as {list(held)}, the task needs {list(want)} beside a tile "
+                      f"held as {list(xdecl)}")
+    return v
+
+
+def _shape_of(tr: Translator, name: str) -> tuple[int, ...]:
+    v = tr.env[name]
+    return v.shape if isinstance(v, GM) else tuple(np.shape(v))
+
+
+def _emit_elementwise(tr: Translator, node: Node, body: dict[str, Any], x: GM) -> None:
+    out_shape = tr.shape(node.outputs[0])
+    t = tr.out_tensor(node.outputs[0], out_shape)
+    tr.tensors[t] = tr.tensors[x.tensor]  # the output is held like the tile it is computed on
+    body["out"] = t
+    tr.task(body)
+    tr.env[node.outputs[0]] = GM(t, out_shape)
+
+
+_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Exp": "exp", "Sqrt": "sqrt",
+          "Reciprocal": "reciprocal", "Neg": "neg"}
+
+
+def _unary(tr: Translator, node: Node, op: str | None = None, value: float | None = None) -> None:
+    x = tr.gm(node.inputs[0])
+    if x.transposed:
+        raise tr.fail("operand is a transposed view: a real move, not supported")
+    body: dict[str, Any] = {"id": node.name, "type": "elementwise", "op": op or _UNARY[node.op],
+                            "inputs": [x.tensor]}
+    if value is not None:
+        body["value"] = value
+    _emit_elementwise(tr, node, body, x)
+
+
+def _gelu(tr: Translator, node: Node) -> None:
+    approx = node.attrs.get("approximate", b"none")
+    approx = approx.decode() if isinstance(approx, bytes) else approx
+    _unary(tr, node, "gelu" if approx == "tanh" else "gelu_erf")
+
+
+def _pow(tr: Translator, node: Node) -> None:
+    e = tr.env[node.inputs[1]]
+    p = _scalar(e) if not isinstance(e, GM) else None
+    ops = {2.0: "square", 0.5: "sqrt", -1.0: "reciprocal", -0.5: "rsqrt"}
+    if p == 1.0:
+        _alias(tr, Node(node.name, "Identity", node.inputs[:1], node.outputs, {}))
+    elif p in ops:
+        _unary(tr, node, ops[p])
+    else:
+        raise tr.fail(f"exponent {p if p is not None else 'from a tensor input'}: only constant exponents "
+                      f"2, 0.5, 1, -1 and -0.5 are supported")
+
+
+# --------------------------------------------------------------------------- matmul
+
+
+def _matmul_operand(tr: Translator, name: str, side: str) -> GM:
+    v = tr.env[name]
+    if not isinstance(v, GM):
+        arr = np.asarray(v)
+        if arr.ndim == 1:  # ONNX promotes a vector: [K] is [1, K] on the left, [K, 1] on the right
+            arr = arr.reshape((1, -1) if side == "a" else (-1, 1))
+        return tr.const_tensor(arr, name)
+    if len(v.shape) == 1:
+        if side == "a" and not v.transposed:
+            return GM(v.tensor, (1, v.shape[0]))
+        raise tr.fail(f"a 1-D tensor '{name}' as the right operand of a MatMul is not supported")
+    return v
+
+
+def _matmul(tr: Translator, node: Node) -> None:
+    a = _matmul_operand(tr, node.inputs[0], "a")
+    b = _matmul_operand(tr, node.inputs[1], "b")
+    out_shape = tr.shape(node.outputs[0])
+    _emit_matmul(tr, node, a, b, out_shape, node.outputs[0])
+
+
+def _emit_matmul(tr: Translator, node: Node, a: GM, b: GM, out_shape: tuple[int, ...], out_name: str,
+                 trans: tuple[bool, bool] = (False, False)) -> str:
+    da, db = tr.tensors[a.tensor], tr.tensors[b.tensor]
+    ta, tb = a.transposed != trans[0], b.transposed != trans[1]
+    for d, side in ((da, "a"), (db, "b")):
+        if len(d) < 2 and not (side == "a" and len(d) == 1):
+            raise tr.fail(f"operand {side} is held as {list(d)}, not a matrix")
+    m = (da[-1] if ta else da[-2]) if len(da) >= 2 else 1
+    n = db[-2] if tb else db[-1]
+    lead_a, lead_b = tuple(da[:-2]), tuple(db[:-2])
+    try:
+        lead = tuple(np.broadcast_shapes(lead_a, lead_b))
+    except ValueError:
+        raise tr.fail(f"batch dims {list(lead_a)} and {list(lead_b)} do not broadcast") from None
+    shape = (*lead, m, n)
+    if len(shape) > MAX_RANK:
+        raise tr.fail(f"a matmul with {len(lead)} batch dims is not supported (at most {MAX_RANK - 2})")
+    if math.prod(shape) != math.prod(out_shape) or shape[-1] != (out_shape[-1] if out_shape else 1):
+        raise tr.fail(f"operands held as {list(da)} and {list(db)} give {list(shape)}, not the ONNX output "
+                      f"{list(out_shape)}")
+    t = tr.fresh(out_name)
+    tr.tensors[t] = shape
+    body: dict[str, Any] = {"id": node.name, "type": "matmul", "a": a.tensor, "b": b.tensor, "out": t}
+    if ta:
+        body["transpose_a"] = True
+    if tb:
+        body["transpose_b"] = True
+    tr.task(body)
+    tr.env[out_name] = GM(t, out_shape)
+    return t
+
+
+def _gemm(tr: Translator, node: Node) -> None:
+    alpha = float(node.attrs.get("alpha", 1.0))
+    beta = float(node.attrs.get("beta", 1.0))
+    trans = (bool(node.attrs.get("transA", 0)), bool(node.attrs.get("transB", 0)))
+    a = _matmul_operand(tr, node.inputs[0], "a")
+    b = _matmul_operand(tr, node.inputs[1], "b")
+    out_name = node.outputs[0]
+    out_shape = tr.shape(out_name)
+    has_c = len(node.inputs) > 2 and bool(node.inputs[2])
+    steps = [s for s in (alpha != 1.0, has_c and beta != 0.0) if s]
+    mm_out = out_name if not steps else f"{out_name}/mm"
+    if steps:
+        tr.net.shapes[mm_out] = out_shape
+    _emit_matmul(tr, node, a, b, out_shape, mm_out, trans)
+    cur = mm_out
+    if alpha != 1.0:
+        nxt = out_name if not (has_c and beta != 0.0) else f"{out_name}/alpha"
+        tr.net.shapes[nxt] = out_shape
+        _unary(tr, Node(f"{node.name}/alpha", "Mul", [cur], [nxt], {}), "scale", alpha)
+        cur = nxt
+    if has_c and beta != 0.0:
+        c_in = str(list(node.inputs)[2])
+        c = tr.env[c_in]
+        cname = f"{c_in}/C"
+        if not isinstance(c, GM):
+            c = np.asarray(c) * np.float32(beta)
+        elif beta != 1.0:  # a computed C is scaled by a task of its own
+            tr.net.shapes[cname] = c.shape
+            _unary(tr, Node(f"{node.name}/beta", "Mul", [c_in], [cname], {}), "scale", beta)
+            c = tr.env[cname]
+        tr.env[cname] = c
+        tr.net.shapes[out_name] = out_shape
+        _binary(tr, Node(f"{node.name}/C", "Add", [cur, cname], [out_name], {}))
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def _last_axis(tr: Translator, node: Node, axis: int, rank: int) -> None:
+    if not -rank <= axis < rank or axis % max(rank, 1) != rank - 1:
+        raise tr.fail(f"axis {axis} of a rank-{rank} input: only the last axis is supported")
+
+
+def _softmax(tr: Translator, node: Node) -> None:
+    x = tr.gm(node.inputs[0])
+    _last_axis(tr, node, int(node.attrs.get("axis", -1)), len(x.shape))
+    _rowwise(tr, node, "softmax", x)
+
+
+def _rowwise(tr: Translator, node: Node, op: str, x: GM, extra: dict[str, Any] | None = None,
+             out_name: str | None = None) -> str:
+    if x.transposed:
+        raise tr.fail("operand is a transposed view: a real move, not supported")
+    out_name = out_name or node.outputs[0]
+    d = tr.tensors[x.tensor]
+    t = tr.fresh(out_name)
+    tr.tensors[t] = d if op in ("softmax", "layernorm", "rmsnorm") else (*d[:-1], 1)
+    tr.task({"id": node.name, "type": "rowwise", "op": op, "input": x.tensor, "out": t, **(extra or {})})
+    tr.env[out_name] = GM(t, tr.shape(out_name))
+    return t
+
+
+def _layernorm(tr: Translator, node: Node) -> None:
+    x = tr.gm(node.inputs[0])
+    _last_axis(tr, node, int(node.attrs.get("axis", -1)), len(x.shape))
+    if any(node.outputs[1:]):
+        raise tr.fail("the Mean and InvStdDev outputs are not supported")
+    n = x.shape[-1]
+    extra: dict[str, Any] = {"eps": float(node.attrs.get("epsilon", 1e-5))}
+    for key, idx, default in (("gamma", 1, 1.0), ("beta", 2, 0.0)):
+        name = node.inputs[idx] if len(node.inputs) > idx else ""
+        v = tr.env[name] if name else np.full((n,), default, np.float32)
+        if isinstance(v, GM):
+            if rows_cols(tr.tensors[v.tensor]) != (1, n):
+                raise tr.fail(f"{key} held as {list(tr.tensors[v.tensor])}, expected [{n}]")
+            extra[key] = v.tensor
+        else:
+            extra[key] = tr.const_tensor(np.broadcast_to(np.asarray(v).reshape(-1), (n,)).copy(),
+                                         name or f"{node.name}/{key}").tensor
+    _rowwise(tr, node, "layernorm", x, extra)
+
+
+def _reduce(tr: Translator, node: Node) -> None:
+    x = tr.gm(node.inputs[0])
+    rank = len(x.shape)
+    axes = node.attrs.get("axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1]:
+        axes_v = tr.env[node.inputs[1]]
+        if isinstance(axes_v, GM):
+            raise tr.fail("axes given by a computed tensor are not supported")
+        axes = [int(a) for a in np.asarray(axes_v).reshape(-1)]
+    if not axes:
+        if node.attrs.get("noop_with_empty_axes", 0):
+            raise tr.fail("noop_with_empty_axes is not supported")
+        axes = list(range(rank))
+    if [a % rank for a in axes] != [rank - 1]:
+        raise tr.fail(f"axes {list(axes)} of a rank-{rank} input: only the last axis is reduced")
+    op = {"ReduceSum": "rowsum", "ReduceMax": "rowmax", "ReduceMean": "rowsum"}[node.op]
+    if node.op != "ReduceMean":
+        _rowwise(tr, node, op, x)
+        return
+    mid = f"{node.outputs[0]}/sum"
+    tr.net.shapes[mid] = tr.shape(node.outputs[0])
+    _rowwise(tr, node, "rowsum", x, out_name=mid)
+    _unary(tr, Node(f"{node.name}/mean", "Mul", [mid], node.outputs, {}), "scale", 1.0 / x.shape[-1])
+
+
+def _attention(tr: Translator, node: Node) -> None:
+    """The recovered attention (:mod:`.patterns`): q, k, v as the projections wrote them,
+    ``heads`` packed in their rows, and a per-key mask or the causal one."""
+    q, k, v = (tr.gm(x) for x in node.inputs[:3])
+    heads = int(node.attrs["heads"])
+    for t in (q, k, v):
+        if t.transposed:
+            raise tr.fail("attention operands must not be transposed views")
+    dq = tr.tensors[q.tensor]
+    dv = tr.tensors[v.tensor][-1]
+    t = tr.fresh(node.outputs[0])
+    tr.tensors[t] = (*dq[:-1], dv)
+    body: dict[str, Any] = {"id": node.name, "type": "attention", "q": q.tensor, "k": k.tensor, "v": v.tensor,
+                            "out": t, "causal": bool(node.attrs["causal"]),
+                            "scale": float(node.attrs["scale"])}
+    if heads > 1:
+        body["heads"] = heads
+    if node.inputs[3]:
+        mv = tr.env[node.inputs[3]]
+        if isinstance(mv, GM):
+            body["mask"] = mv.tensor
+        else:
+            arr = np.asarray(mv)
+            body["mask"] = tr.const_tensor(arr.reshape(-1, arr.shape[-1]), node.inputs[3]).tensor
+    tr.task(body)
+    tr.env[node.outputs[0]] = GM(t, tr.shape(node.outputs[0]))
+
+
+HANDLERS: dict[str, Callable[[Translator, Node], None]] = {
+    "Identity": _alias, "Reshape": _alias, "Flatten": _alias, "Squeeze": _alias, "Unsqueeze": _alias,
+    "Cast": _cast, "Dropout": _dropout, "Transpose": _transpose,
+    "Add": _binary, "Sub": _binary, "Mul": _binary, "Div": _binary, "Max": _binary,
+    "Relu": _unary, "Sigmoid": _unary, "Tanh": _unary, "Erf": _unary, "Exp": _unary, "Sqrt": _unary,
+    "Reciprocal": _unary, "Neg": _unary, "Gelu": _gelu, "Pow": _pow,
+    "MatMul": _matmul, "Gemm": _gemm,
+    "Softmax": _softmax, "LayerNormalization": _layernorm,
+    "ReduceMean": _reduce, "ReduceSum": _reduce, "ReduceMax": _reduce,
+    ATTENTION: _attention,
+}
