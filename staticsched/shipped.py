@@ -7,11 +7,18 @@ from pathlib import Path
 
 from staticsched._atomic import atomic_write_bytes
 
+#: the ONNX models and their generator, under ``onnx/``
+ONNX_FILES = (".onnx", ".py", ".md")
+
 
 def example_names() -> list[str]:
-    """File names of the shipped examples, sorted."""
+    """File names of the shipped examples (the ONNX ones as ``onnx/NAME``), sorted."""
     root = resources.files("staticsched") / "examples"
-    return sorted(p.name for p in root.iterdir() if p.name.endswith((".json", ".toml")))
+    names = [p.name for p in root.iterdir() if p.name.endswith((".json", ".toml"))]
+    onnx = root / "onnx"
+    if onnx.is_dir():
+        names += [f"onnx/{p.name}" for p in onnx.iterdir() if p.name.endswith(ONNX_FILES)]
+    return sorted(names)
 
 
 def copy_examples(directory: str | Path) -> list[Path]:

@@ -57,11 +57,15 @@ def test_examples_command_copies_the_shipped_examples(tmp_path, capsys):
     code, _out, _ = run_cli(["examples", tmp_path / "ex"], capsys)
     assert code == 0
     shipped = sorted(p.name for p in EXAMPLES.iterdir() if p.suffix in (".json", ".toml"))
-    assert sorted(p.name for p in (tmp_path / "ex").iterdir()) == shipped
+    shipped += sorted(f"onnx/{p.name}" for p in (EXAMPLES / "onnx").iterdir()
+                      if p.suffix in (".onnx", ".py", ".md"))
+    got = sorted(str(p.relative_to(tmp_path / "ex")) for p in (tmp_path / "ex").rglob("*") if p.is_file())
+    assert got == sorted(shipped)
     shipped_bytes = (EXAMPLES / "double_buffer.json").read_bytes()
     assert (tmp_path / "ex" / "double_buffer.json").read_bytes() == shipped_bytes
     # and they are package data (an installed wheel has them, not only a clone)
     assert (resources.files("staticsched") / "examples" / "double_buffer.json").is_file()
+    assert (resources.files("staticsched") / "examples" / "onnx" / "gpt_block.onnx").is_file()
 
 
 def test_py_typed_marker_is_shipped():
