@@ -7,15 +7,17 @@ from typing import Any
 
 import attrs
 
-from staticsched.frontend.fusion import fuse
+from staticsched.frontend.fusion import fuse, search_fusion
 from staticsched.frontend.mapping import choose_engines
 from staticsched.frontend.onnx_import import Imported, import_unfused
+from staticsched.frontend.taskgraph import TaskGraph
 from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
+from staticsched.options import DEFAULT_OP_BUDGET
 
 
 def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion: str = "rules",
-                 mapping: str = "rules") -> Imported:
+                 mapping: str = "rules", op_budget: int | None = DEFAULT_OP_BUDGET) -> Imported:
     """Import an ONNX model (a path or an ``onnx.ModelProto``) as a TaskGraph.
 
     The model is upgraded to opset 17 when older than 13, shape-inferred and constant-folded;
@@ -30,12 +32,15 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
     hw
         The hardware whose costs the fusion rules weigh; None keeps one task per node.
     fusion
-        ``"none"`` or ``"rules"`` (``"search"`` needs schedules: ``staticsched schedule
-        --fusion search``).
+        ``"none"``, ``"rules"`` or ``"search"`` (each matmul's candidate epilogues scheduled
+        with the list method, the fastest kept: :func:`staticsched.frontend.fusion.search_fusion`).
     mapping
         ``"rules"``: a matmul the arithmetic-intensity rule sends to the Vector unit gets
-        ``"engine": "vector"`` (:func:`staticsched.frontend.mapping.choose_engines`);
-        ``"none"`` keeps every matmul on the Cube.
+        ``"engine": "vector"``; ``"search"``: both engines scheduled, the faster kept
+        (:func:`staticsched.frontend.mapping.choose_engines`); ``"none"`` keeps every matmul
+        on the Cube.
+    op_budget
+        The searches' lowering budget.
 
     Returns
     -------
@@ -48,11 +53,22 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
         One line per problem: the node, its op type and opset, and what is unsupported.
     """
     imported = import_unfused(model)
-    if hw is None or fusion == "none":
+    if hw is None:
         return imported
     hw = load_hardware(hw)
-    fused = fuse(imported.graph, hw, mode=fusion, keep=[b.tensor for b in imported.outputs])
-    graph = fused.graph
+    keep = [b.tensor for b in imported.outputs]
+
+    def measure(g: TaskGraph) -> int:
+        from staticsched.pipeline import compile_graph
+
+        return compile_graph(g, hw, method="list", op_budget=op_budget).schedule.makespan
+
+    search: list[str] = []
+    if fusion == "search":
+        fused, search = search_fusion(imported.graph, hw, measure, keep=keep)
+    else:
+        fused = fuse(imported.graph, hw, mode=fusion, keep=keep)
+    graph, engines = fused.graph, []
     if mapping != "none":
-        graph, _ = choose_engines(graph, hw, mode=mapping)
-    return attrs.evolve(imported, graph=graph, fusion=fused)
+        graph, engines = choose_engines(graph, hw, mode=mapping, measure=measure)
+    return attrs.evolve(imported, graph=graph, fusion=fused, search=search, engines=engines, mapping=mapping)

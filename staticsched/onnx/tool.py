@@ -9,12 +9,12 @@ import attrs
 
 from staticsched._atomic import atomic_write_bytes, atomic_write_text
 from staticsched.formats.jsonfmt import dumps_json
-from staticsched.frontend.fusion import fuse, search_fusion
-from staticsched.frontend.mapping import choose_engines, mapping_lines
-from staticsched.frontend.onnx_import import Imported, import_unfused
+from staticsched.frontend.mapping import mapping_lines
+from staticsched.frontend.onnx_import import Imported
 from staticsched.frontend.onnx_import.patterns import ATTENTION
 from staticsched.frontend.taskgraph import TaskGraph, constants_npz, taskgraph_to_dict
 from staticsched.model.hardware import Hardware
+from staticsched.onnx.importer import import_model
 
 #: how the summary names what the importer recovered
 PATTERN_NAMES = {"LayerNormalization": "LayerNorm", "Gelu": "GELU", ATTENTION: "attention"}
@@ -27,9 +27,6 @@ class ImportResult:
     imported: Imported
     hw: Hardware
     name: str
-    search: tuple[str, ...] = ()
-    mapping: tuple[str, ...] = ()
-    mapping_mode: str = "rules"
 
     @property
     def graph(self) -> TaskGraph:
@@ -38,9 +35,9 @@ class ImportResult:
     def fusion_text(self) -> str:
         fused = self.imported.fusion
         text = fused.text(self.imported.origin)
-        if self.search:
+        if self.imported.search:
             text += "\nsearch (list-method makespans per kept epilogue length):\n"
-            text += "".join(f"  {line}\n" for line in self.search)
+            text += "".join(f"  {line}\n" for line in self.imported.search)
         return text
 
     def files(self) -> dict[str, str]:
@@ -62,32 +59,17 @@ class ImportResult:
             f"fusion       : {fused.mode}: {unfused} unfused tasks -> {len(im.graph.tasks)} tasks; "
             f"{taken} fused, kept apart by rule: {kept} (fusion.txt has every decision)",
             *mapping_lines(im.graph, self.hw),
-            f"engines      : {self.mapping_mode}: " + ("; ".join(self.mapping) if self.mapping else
-                                                        "no matmul moved to the Vector engine"),
+            f"engines      : {im.mapping}: " + ("; ".join(im.engines) if im.engines else
+                                                 "no matmul moved to the Vector engine"),
         ]
 
 
 def import_for_schedule(model: Any, hw: Hardware, *, fusion: str, budget: int | None,
                         mapping: str = "rules") -> ImportResult:
-    """Import ``model``, fuse it by ``fusion`` and map its matmuls by ``mapping`` (``search``
-    schedules the candidates with the list method under ``budget``)."""
-    imported = import_unfused(model)
-    keep = [b.tensor for b in imported.outputs]
-    search: list[str] = []
-
-    def measure(g: TaskGraph) -> int:
-        from staticsched.pipeline import compile_graph
-
-        return compile_graph(g, hw, method="list", op_budget=budget).schedule.makespan
-
-    if fusion == "search":
-        fused, search = search_fusion(imported.graph, hw, measure, keep=keep)
-    else:
-        fused = fuse(imported.graph, hw, mode=fusion, keep=keep)
-    graph, engines = choose_engines(fused.graph, hw, mode=mapping, measure=measure)
+    """Import ``model`` with :func:`staticsched.onnx.import_model` for the CLI."""
+    imported = import_model(model, hw, fusion=fusion, mapping=mapping, op_budget=budget)
     name = Path(model).name if isinstance(model, (str, Path)) else "<ModelProto>"
-    return ImportResult(attrs.evolve(imported, graph=graph, fusion=fused), hw, name, tuple(search),
-                        tuple(engines), mapping)
+    return ImportResult(imported, hw, name)
 
 
 def write_graph(result: ImportResult, path: str | Path) -> list[Path]:

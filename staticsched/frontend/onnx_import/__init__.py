@@ -38,6 +38,10 @@ class Imported:
     #: exporters' decompositions recovered as one node: op -> count
     recovered: dict[str, int] = attrs.field(factory=dict, eq=False)
     opset: int = 0
+    #: the fusion search's makespans, and the mapping's decisions, one line each
+    search: tuple[str, ...] = attrs.field(default=(), converter=tuple, eq=False)
+    engines: tuple[str, ...] = attrs.field(default=(), converter=tuple, eq=False)
+    mapping: str = ""
 
 
 def import_unfused(model: Any) -> Imported:
