@@ -104,10 +104,7 @@ def main() -> None:
              "|---|---|---|---|---|"]
     for op in sorted(per_op, key=lambda o: (-per_op[o]["passed"], o)):
         c = per_op[op]
-        why = "; ".join(f"{r} ({n})" for r, n in reasons[op].most_common(3))
-        more = len(reasons[op]) - 3
-        if more > 0:
-            why += f"; and {more} more"
+        why = "; ".join(f"{r} ({n})" for r, n in sorted(reasons[op].items(), key=lambda x: (-x[1], x[0])))
         lines.append(f"| {op} | {c['passed']} | {c['failed']} | {c['skipped']} | {why} |")
     table = "\n".join(lines)
     print(table)

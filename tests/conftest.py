@@ -97,3 +97,16 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section("property statistics")
         for line in _STATS:
             terminalreporter.write_line(line)
+
+
+#: modules that build a large suite when imported, and hold only slow tests: collected only
+#: when the run selects slow tests (``-m slow``), not in the default run that deselects them
+SLOW_ONLY_MODULES = ("test_backend_suite_full.py",)
+
+
+def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
+    if collection_path.name in SLOW_ONLY_MODULES:
+        expr = (config.getoption("markexpr") or "").strip()
+        if "slow" not in expr or expr == "not slow":
+            return True
+    return None

@@ -13,7 +13,7 @@ within CI's budget; the slow marker runs the suite with CP-SAT and three jittere
 from __future__ import annotations
 
 import unittest
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -63,10 +63,13 @@ def _fp16_inputs_hold(model: Any, inputs: Any) -> None:
 class ConformanceBackend(StaticschedBackend):
     """The backend with the conformance run's options; an unsupported model is a skip."""
 
+    #: the fast run's: the list method, no jittered replay (the slow module's: CP-SAT, 3)
+    OPTIONS: ClassVar[dict[str, Any]] = {"method": "list", "jitter": 0}
+
     @classmethod
     def prepare(cls, model: Any, device: str = "CPU", **options: Any):  # type: ignore[override]
-        options.setdefault("method", "list")
-        options.setdefault("jitter", 0)
+        for key, value in cls.OPTIONS.items():
+            options.setdefault(key, value)
         options.pop("rtol", None)
         options.pop("atol", None)
         try:
@@ -83,8 +86,10 @@ class Fp16Runner(onnx.backend.test.BackendTest):
         super().assert_similar_outputs(ref_outputs, outputs, max(rtol, RTOL), max(atol, ATOL), model_dir)
 
 
+#: the "real" models are downloaded from the internet; CI has none
+REAL = (r"_real_|test_(bvlc_alexnet|densenet121|inception_v1|inception_v2|resnet50|shufflenet|"
+        r"squeezenet|vgg19|zfnet512)_")
+
 backend_test = Fp16Runner(ConformanceBackend, __name__)
-# the "real" models are downloaded from the internet; CI has none
-backend_test.exclude(r"_real_|test_(bvlc_alexnet|densenet121|inception_v1|inception_v2|resnet50|shufflenet|"
-                     r"squeezenet|vgg19|zfnet512)_")
+backend_test.exclude(REAL)
 globals().update(backend_test.test_cases)
