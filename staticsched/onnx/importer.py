@@ -15,7 +15,7 @@ from staticsched.model.hardware_toml import load_hardware
 
 
 def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion: str = "rules",
-                 mapping: str = "rules") -> Imported:
+                 mapping: str = "rules", weights_nz: bool = True) -> Imported:
     """Import an ONNX model (a path or an ``onnx.ModelProto``) as a TaskGraph.
 
     The model is upgraded to opset 17 when older than 13, shape-inferred and constant-folded;
@@ -36,6 +36,11 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
         ``"rules"``: a matmul the arithmetic-intensity rule sends to the Vector unit gets
         ``"engine": "vector"`` (:func:`staticsched.frontend.mapping.choose_engines`);
         ``"none"`` keeps every matmul on the Cube.
+    weights_nz
+        Declare the constant weights Cube matmuls read as ``b`` in the Cube's fractal format
+        (``"layout": "NZ"``), as frameworks convert them once at load time: their loads then
+        need no ND -> NZ conversion (the hardware's ``nd2nz_derate``). False keeps every
+        tensor ND. The values stay row-major either way.
 
     Returns
     -------
@@ -47,7 +52,7 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
     staticsched.errors.ModelError
         One line per problem: the node, its op type and opset, and what is unsupported.
     """
-    imported = import_unfused(model)
+    imported = import_unfused(model, weights_nz=weights_nz)
     if hw is None or fusion == "none":
         return imported
     hw = load_hardware(hw)

@@ -64,14 +64,24 @@ class ImportResult:
             *mapping_lines(im.graph, self.hw),
             f"engines      : {self.mapping_mode}: " + ("; ".join(self.mapping) if self.mapping else
                                                         "no matmul moved to the Vector engine"),
+            f"weights      : {self._weights()}",
         ]
+
+    def _weights(self) -> str:
+        tg = self.graph
+        nz = sorted(t.name for t in tg.tensors if t.layout == "NZ")
+        if nz:
+            return (f"{len(nz)} of {len(tg.constants)} constants stored NZ (the Cube's fractal format, "
+                    f"converted at load time; --no-weights-nz keeps them ND)")
+        return f"{len(tg.constants)} constants, all ND"
 
 
 def import_for_schedule(model: Any, hw: Hardware, *, fusion: str, budget: int | None,
-                        mapping: str = "rules") -> ImportResult:
+                        mapping: str = "rules", weights_nz: bool = True) -> ImportResult:
     """Import ``model``, fuse it by ``fusion`` and map its matmuls by ``mapping`` (``search``
-    schedules the candidates with the list method under ``budget``)."""
-    imported = import_unfused(model)
+    schedules the candidates with the list method under ``budget``); ``weights_nz``: the Cube
+    matmuls' constant weights stored NZ (:func:`~staticsched.frontend.onnx_import.nz_weights`)."""
+    imported = import_unfused(model, weights_nz=weights_nz)
     keep = [b.tensor for b in imported.outputs]
     search: list[str] = []
 
