@@ -109,6 +109,11 @@ def _fusion_option(p: argparse.ArgumentParser) -> None:
                    help="an ONNX model's fusion: none (a task per node), rules (the seed's rules with "
                    "this hardware's costs, default), search (schedule each matmul's candidate epilogue "
                    "boundaries with the list method, keep the fastest)")
+    p.add_argument("--weights-nz", action=argparse.BooleanOptionalAction, default=True,
+                   help="an ONNX model's constant matmul weights stored in the Cube's fractal format "
+                   "(NZ), as frameworks convert them at load time, so their loads convert nothing "
+                   "(default); --no-weights-nz keeps them ND, converted by every load at the "
+                   "hardware's nd2nz_derate")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -267,7 +272,7 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
 
         with rep.phase("import"):
             imported = import_for_schedule(args.graph, hw, fusion=args.fusion, budget=_budget(args),
-                                           mapping=args.mapping)
+                                           mapping=args.mapping, weights_nz=args.weights_nz)
         graph, extra, more = imported.graph, imported.files(), imported.lines()
     res = compile_graph(
         graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
@@ -301,7 +306,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from staticsched.onnx.tool import import_for_schedule, write_graph
 
     hw = load_hardware(args.hw)
-    imported = import_for_schedule(args.model, hw, fusion=args.fusion, budget=None, mapping=args.mapping)
+    imported = import_for_schedule(args.model, hw, fusion=args.fusion, budget=None, mapping=args.mapping,
+                                   weights_nz=args.weights_nz)
     paths = write_graph(imported, args.output)
     for line in imported.lines():
         print(line)

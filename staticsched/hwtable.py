@@ -73,8 +73,9 @@ def hardware_table(hw: Hardware) -> list[str]:
     if hw.cube is not None:
         c = hw.cube
         rates = ", ".join(f"{k} {v} MAC/cycle" for k, v in c.macs_per_cycle)
+        derate = f", ND->NZ operand loads at 1/{1 + c.nd2nz_derate:g} of the rate" if c.nd2nz_derate else ""
         out += ["", f"cube      unit {c.unit}, fractal {'x'.join(map(str, c.fractal))}, {rates}, "
-                f"overhead {c.overhead}"]
+                f"overhead {c.overhead}{derate}"]
     if hw.vector is not None:
         v = hw.vector
         passes = ", ".join(f"{k} {p:g}" for k, p in v.passes)

@@ -83,6 +83,7 @@ def summary_lines(schedule: Schedule, plan: SyncPlan) -> list[str]:
     lines += split_lines(schedule, plan, busy)
     lines += workspace_lines(schedule)
     lines += traffic_lines(schedule)
+    lines += layout_lines(schedule)
     tilings = tiling_lines(schedule)
     if tilings:
         lines.append("tiling       : " + tilings[0] + " (the bound and gap are for this tiling)")
@@ -168,6 +169,42 @@ def traffic_lines(schedule: Schedule) -> list[str]:
         lines.append(f"link bounds  : {stats['link_bounds']} cycles (bound from "
                      f"{stats.get('lower_bound_source', '-')})")
     return lines
+
+
+def layout_lines(schedule: Schedule) -> list[str]:
+    """The Cube operand loads that convert ND to the fractal format on the fly (``nd2nz``):
+    how many, and the pipe time the derate adds over the same loads at the path's full rate
+    (summed over the cores); and how many tensors the source TaskGraph stores NZ. Nothing when
+    neither happens (a chip without ``nd2nz_derate`` and a graph without NZ tensors)."""
+    from staticsched.model.opkinds import KINDS, item_shape
+
+    graph, hw = schedule.graph, schedule.hw
+    items = graph.item_map
+    load = KINDS["load"]
+    count = extra = 0
+    units: set[str] = set()
+    for op in graph.ops:
+        if op.kind != "load" or not op.attr.get("nd2nz", False):
+            continue
+        shapes = [item_shape(it.space, it.bytes, it.dtype, it.shape) for it in (items[n] for n in op.writes)]
+        a = {**dict(load.defaults), **op.attr, "rate": 0.0}
+        count += 1
+        extra += load.duration(hw, a, (), shapes) - load.duration(hw, {**a, "nd2nz": False}, (), shapes)
+        units.add(op.unit)
+    nz = 0
+    if graph.source:
+        tensors = json.loads(graph.source).get("tensors", {})
+        nz = sum(1 for body in tensors.values() if body.get("layout") == "NZ")
+    if not count and not nz:
+        return []
+    derate = hw.cube.nd2nz_derate if hw.cube is not None else 0.0
+    pipes = "/".join(sorted(units))
+    if count:
+        done = (f"{count:,} ND->NZ conversions on {pipes} loads, +{extra:,} cycles of {pipes} time "
+                f"(nd2nz_derate {derate:g})")
+    else:
+        done = f"no ND->NZ conversion priced (nd2nz_derate {derate:g})"
+    return [f"layouts      : {done}; NZ operands: {nz} tensor{'s' if nz != 1 else ''}"]
 
 
 def tiling_lines(schedule: Schedule) -> list[str]:

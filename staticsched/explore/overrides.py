@@ -24,7 +24,7 @@ _OPTIONAL = {
              "cross_core_capacity"},
     "space": {"capacity", "alignment"},
     "path": {"overhead"},
-    "cube": {"overhead"},
+    "cube": {"overhead", "nd2nz_derate"},
     "vector": {"overhead"},
     "top": {"clock_ghz", "cores"},
 }

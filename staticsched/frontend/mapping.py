@@ -150,11 +150,16 @@ def _vector_ok(task: object) -> bool:
 
 
 def _with_engine(tg: TaskGraph, engines: Mapping[str, str]) -> TaskGraph:
+    """``tg`` with these matmuls' engines; an operand of a matmul moved to the Vector engine
+    goes back to the row-major layout (a weight the Cube no longer reads is not converted)."""
     doc = taskgraph_to_dict(tg)
     doc.pop("constants", None)
     for body in doc["tasks"]:
         if body["id"] in engines:
             body["engine"] = engines[body["id"]]
+            if engines[body["id"]] == "vector":
+                for key in ("a", "b"):
+                    doc["tensors"][body[key]].pop("layout", None)
     out = taskgraph_from_dict(doc, "<mapped graph>")
     return TaskGraph(out.tensors, out.tasks, tg.constants)
 

@@ -40,7 +40,7 @@ from staticsched.errors import GraphError, InputError, TilingError
 from staticsched.model.opgraph import FORMAT as OPGRAPH_FORMAT
 from staticsched.model.opgraph import OpGraph, load_json_file, opgraph_from_dict
 from staticsched.tasks import KIND_OF_OP, KINDS, kind_of
-from staticsched.tasks.base import MAX_RANK, ReadContext, Task, TensorDecl
+from staticsched.tasks.base import LAYOUTS, MAX_RANK, ReadContext, Task, TensorDecl
 
 FORMAT = "staticsched.taskgraph"
 VERSION = 1
@@ -118,7 +118,7 @@ def _task_dependencies(tasks: tuple[Task, ...] | list[Task]) -> nx.DiGraph:
 
 
 _TOP_KEYS = ("format", "version", "tensors", "tasks", "constants")
-_TENSOR_KEYS = ("shape", "dtype", "space")
+_TENSOR_KEYS = ("shape", "dtype", "space", "layout")
 
 
 def taskgraph_from_dict(data: Any, where: str = "<taskgraph>", base: Path | None = None) -> TaskGraph:
@@ -183,6 +183,7 @@ def taskgraph_from_dict(data: Any, where: str = "<taskgraph>", base: Path | None
                 tasks.append(task)
 
     _check_writers(tasks, where, pr)
+    _check_layouts(tensors, tasks, where, pr)
     if not pr:  # with every task read, a cycle is a problem of its own
         _check_cycles(tasks, where, pr)
     constants = _read_constants(data, tensors, tasks, where, base, pr)
@@ -271,8 +272,26 @@ def _read_tensors(data: Mapping[str, Any], where: str, pr: Problems) -> tuple[li
                 f"{', '.join(DTYPES)} with fp32 accumulation)"
             )
         space = get_str(body, "space", w, pr, default="")
-        out.append(TensorDecl(name, tuple(shape), dtype, space))
+        layout = get_str(body, "layout", w, pr, default="ND", choices=LAYOUTS)
+        out.append(TensorDecl(name, tuple(shape), dtype, space, layout if layout in LAYOUTS else "ND"))
     return out, bad_shapes
+
+
+def _check_layouts(tensors: list[TensorDecl], tasks: list[Task], where: str, pr: Problems) -> None:
+    """An ``NZ`` tensor is an input of the graph (converted before it runs, as a framework
+    casts a weight at load time) that every task reads as a Cube operand: a task writing it
+    would have to produce the fractal format, and a Vector task reads row-major tiles."""
+    nz = {t.name for t in tensors if t.layout == "NZ"}
+    if not nz:
+        return
+    for task in tasks:
+        for name in sorted(nz.intersection(task.writes)):
+            pr.add(f"{where}: tensor '{name}': layout 'NZ' is for inputs of the graph (converted before it "
+                   f"runs, like a weight at load time); task '{task.id}' writes it")
+        cube = set(kind_of(task).cube_operands(task))
+        for name in sorted(nz.intersection(task.reads) - cube):
+            pr.add(f"{where}: tensor '{name}': layout 'NZ' (the Cube's fractal format) is read only as a "
+                   f"Cube matmul's 'a' or 'b'; task '{task.id}' ({task.type}) reads it otherwise")
 
 
 def _check_writers(tasks: list[Task], where: str, pr: Problems) -> None:
@@ -368,6 +387,8 @@ def _tensor_dict(t: TensorDecl) -> dict[str, Any]:
     out: dict[str, Any] = {"shape": list(t.shape), "dtype": t.dtype}
     if t.space:  # absent means the global space: graphs without placements keep their text
         out["space"] = t.space
+    if t.layout != "ND":  # likewise: ND is the default, graphs without layouts keep their text
+        out["layout"] = t.layout
     return out
 
 

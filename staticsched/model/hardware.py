@@ -146,6 +146,16 @@ class TransferPath:
             return self.overhead + rate_cycles(nbytes, units)
         return self.overhead + max(1, math.ceil(nbytes / self.bytes_per_cycle))
 
+    @property
+    def units(self) -> int:
+        """The path's rate in rate units (:data:`RATE_DENOM` per byte per cycle, floored)."""
+        return int(self.bytes_per_cycle * RATE_DENOM)
+
+    def derated_units(self, derate: float) -> int:
+        """The path's rate slowed by ``1 + derate`` (a load converting ND to NZ on the fly), in
+        rate units: floored to the grid every rate lives on, at least one."""
+        return max(1, int(self.units / (1.0 + derate)))
+
 
 def rate_cycles(nbytes: int, units: int) -> int:
     """Cycles (at least one) to move ``nbytes`` at ``units`` rate units, ``RATE_DENOM`` of
@@ -189,6 +199,9 @@ class CubeModel:
         converter=lambda d: tuple(sorted(dict(d).items())), default=(("float16", 4096),)
     )
     overhead: int = 0
+    #: the bandwidth derate of an operand load that converts ND to the fractal format on the
+    #: fly (MTE2's ND2NZ): its data phase takes ``1 + nd2nz_derate`` times as long (0: free)
+    nd2nz_derate: float = 0.0
 
     def cycles(self, m: int, n: int, k: int, dtype: str = "float16") -> int:
         rate = dict(self.macs_per_cycle).get(dtype)

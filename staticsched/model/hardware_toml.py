@@ -182,7 +182,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     if "cube" in data:
         cd = get_mapping(data, "cube", where, pr)
         w = f"{where}: cube"
-        check_keys(cd, {"unit", "fractal", "macs_per_cycle", "overhead"}, w, pr)
+        check_keys(cd, {"unit", "fractal", "macs_per_cycle", "overhead", "nd2nz_derate"}, w, pr)
         unit = get_str(cd, "unit", w, pr)
         if unit and unit_set and unit not in unit_set:
             pr.add(f"{w}: unknown unit '{unit}'")
@@ -196,7 +196,13 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
             if dt not in DTYPE_BYTES:
                 pr.add(f"{w}: macs_per_cycle: unknown dtype '{dt}'")
             macs_ok[dt] = get_int(macs, dt, f"{w}.macs_per_cycle", pr, minimum=1)
-        cube = CubeModel(unit, tuple(fractal), macs_ok, get_int(cd, "overhead", w, pr, default=0, minimum=0))
+        derate = get_number(cd, "nd2nz_derate", w, pr, default=0.0)
+        if derate < 0:
+            pr.add(f"{w}: 'nd2nz_derate' must be >= 0 (an ND operand's load takes 1 + derate times "
+                   f"as long), got {cd['nd2nz_derate']!r}")
+            derate = 0.0
+        cube = CubeModel(unit, tuple(fractal), macs_ok, get_int(cd, "overhead", w, pr, default=0, minimum=0),
+                         float(derate))
 
     vector = None
     if "vector" in data:

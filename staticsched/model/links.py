@@ -20,7 +20,7 @@ import numpy as np
 
 from staticsched.model.hardware import RATE_DENOM, Hardware, rate_cycles
 from staticsched.model.opgraph import Op, OpGraph
-from staticsched.model.opkinds import KINDS, TRANSFER_KINDS, item_shape, transfer_route
+from staticsched.model.opkinds import KINDS, TRANSFER_KINDS, item_shape, path_units, transfer_route
 
 
 @attrs.frozen
@@ -126,8 +126,11 @@ def _transfer(op: Op, graph: OpGraph, hw: Hardware) -> Transfer | None:
     if not links or not hw.has_path(src, dst):
         return None
     p = hw.path(src, dst)
-    return Transfer(nbytes, (src, dst), p.overhead, rate_units(p.bytes_per_cycle),
-                    tuple(lk.name for lk in links), p.cycles(nbytes))
+    # the cap and the full-rate duration are the kind table's: a load converting ND -> NZ
+    # moves at its derated rate (opkinds.path_units)
+    full = kind.duration(hw, {**a, "rate": 0.0}, reads, writes)
+    return Transfer(nbytes, (src, dst), p.overhead, path_units(hw, a, src, dst),
+                    tuple(lk.name for lk in links), full)
 
 
 def peak_usage(intervals: Iterable[tuple[int, int, int]]) -> tuple[int, int]:

@@ -37,7 +37,7 @@ import numpy as np
 from staticsched.errors import InputError
 from staticsched.model import vecops
 from staticsched.model.attrcodec import op_value
-from staticsched.model.hardware import RATE_DENOM, Hardware
+from staticsched.model.hardware import RATE_DENOM, Hardware, rate_cycles
 from staticsched.model.vecops import VECOPS
 
 Region = tuple[tuple[int, int], tuple[int, int]]
@@ -338,10 +338,32 @@ def transfer_route(
     return None
 
 
+def nd2nz_derate(hw: Hardware, a: Mapping[str, Any]) -> float:
+    """The bandwidth derate of a transfer with attributes ``a``: the Cube's ``nd2nz_derate``
+    for a load converting its ND operand to the fractal format on the fly (``nd2nz``), else 0."""
+    if not a.get("nd2nz", False) or hw.cube is None:
+        return 0.0
+    return hw.cube.nd2nz_derate
+
+
+def path_units(hw: Hardware, a: Mapping[str, Any], src: str, dst: str) -> int:
+    """The most rate units (:data:`RATE_DENOM` per byte per cycle) a transfer with attributes
+    ``a`` moves at on its path ``src -> dst``: the path's rate, divided by ``1 + derate`` for a
+    converting load (:func:`nd2nz_derate`). The one definition durations, the links' caps and
+    the verifier's replay read."""
+    path = hw.path(src, dst)
+    derate = nd2nz_derate(hw, a)
+    return path.derated_units(derate) if derate else path.units
+
+
 def _transfer_dur(hw, a, reads, writes, kind):
     src, dst, nbytes = transfer_route(hw, kind, a, reads, writes)
     # a shared link may slow the transfer to ``rate`` bytes/cycle (0: its path's rate)
-    return hw.path(src, dst).cycles(nbytes, int(a.get("rate", 0.0) * RATE_DENOM))
+    rate = int(a.get("rate", 0.0) * RATE_DENOM)
+    path = hw.path(src, dst)
+    if nd2nz_derate(hw, a):  # converting ND -> NZ: the data phase at the derated rate
+        return path.overhead + rate_cycles(nbytes, rate or path_units(hw, a, src, dst))
+    return path.cycles(nbytes, rate)
 
 
 def _transfer_unit(hw, a, reads, writes, kind):
@@ -381,6 +403,7 @@ KINDS: dict[str, OpKind] = {
                 ("transpose", "bool"),
                 ("space", "str"),
                 ("rate", "float"),
+                ("nd2nz", "bool"),
             ),
             "r",
             "LOAD",
@@ -388,7 +411,7 @@ KINDS: dict[str, OpKind] = {
             duration=partial(_transfer_dur, kind="load"),
             semantics=_load_sem,
             extents=_load_ext,
-            defaults=(("transpose", False), ("space", ""), ("rate", 0.0)),
+            defaults=(("transpose", False), ("space", ""), ("rate", 0.0), ("nd2nz", False)),
         ),
         OpKind(
             "move",

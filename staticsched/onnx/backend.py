@@ -100,8 +100,10 @@ class StaticschedBackend(Backend):
             The hardware model (a preset name, a TOML path or a :class:`Hardware`).
         **options
             :func:`staticsched.schedule`'s options (``method``, ``time_limit``, ``mode``, ...),
-            the import's ``fusion`` (default ``"rules"``), and the verifier's ``jitter``
-            (default 1) and ``numeric`` (default True).
+            the import's ``fusion`` (default ``"rules"``), ``mapping`` (default ``"rules"``)
+            and ``weights_nz`` (default True: constant matmul weights stored in the Cube's
+            fractal format), and the verifier's ``jitter`` (default 1) and ``numeric``
+            (default True).
 
         Raises
         ------
@@ -117,7 +119,8 @@ class StaticschedBackend(Backend):
         for key in RUNNER_OPTIONS:
             options.pop(key, None)
         imported = import_model(model, hw, fusion=str(options.pop("fusion", "rules")),
-                                mapping=str(options.pop("mapping", "rules")))
+                                mapping=str(options.pop("mapping", "rules")),
+                                weights_nz=bool(options.pop("weights_nz", True)))
         compiled = compile_graph(imported.graph, hw, **options)
         # what runs is what was emitted: the program's file text, read back
         program = loads_program(dumps_program_json(compiled.program), "<emitted program>")

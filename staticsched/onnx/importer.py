@@ -17,7 +17,8 @@ from staticsched.options import DEFAULT_OP_BUDGET
 
 
 def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion: str = "rules",
-                 mapping: str = "rules", op_budget: int | None = DEFAULT_OP_BUDGET) -> Imported:
+                 mapping: str = "rules", op_budget: int | None = DEFAULT_OP_BUDGET,
+                 weights_nz: bool = True) -> Imported:
     """Import an ONNX model (a path or an ``onnx.ModelProto``) as a TaskGraph.
 
     The model is upgraded to opset 17 when older than 13, shape-inferred and constant-folded;
@@ -41,6 +42,11 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
         on the Cube.
     op_budget
         The searches' lowering budget.
+    weights_nz
+        Declare the constant weights Cube matmuls read as ``b`` in the Cube's fractal format
+        (``"layout": "NZ"``), as frameworks convert them once at load time: their loads then
+        need no ND -> NZ conversion (the hardware's ``nd2nz_derate``). False keeps every
+        tensor ND. The values stay row-major either way.
 
     Returns
     -------
@@ -52,7 +58,7 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
     staticsched.errors.ModelError
         One line per problem: the node, its op type and opset, and what is unsupported.
     """
-    imported = import_unfused(model)
+    imported = import_unfused(model, weights_nz=weights_nz)
     if hw is None:
         return imported
     hw = load_hardware(hw)

@@ -61,13 +61,23 @@ class ImportResult:
             *mapping_lines(im.graph, self.hw),
             f"engines      : {im.mapping}: " + ("; ".join(im.engines) if im.engines else
                                                  "no matmul moved to the Vector engine"),
+            f"weights      : {self._weights()}",
         ]
+
+    def _weights(self) -> str:
+        tg = self.graph
+        nz = sorted(t.name for t in tg.tensors if t.layout == "NZ")
+        if nz:
+            return (f"{len(nz)} of {len(tg.constants)} constants stored NZ (the Cube's fractal format, "
+                    f"converted at load time; --no-weights-nz keeps them ND)")
+        return f"{len(tg.constants)} constants, all ND"
 
 
 def import_for_schedule(model: Any, hw: Hardware, *, fusion: str, budget: int | None,
-                        mapping: str = "rules") -> ImportResult:
+                        mapping: str = "rules", weights_nz: bool = True) -> ImportResult:
     """Import ``model`` with :func:`staticsched.onnx.import_model` for the CLI."""
-    imported = import_model(model, hw, fusion=fusion, mapping=mapping, op_budget=budget)
+    imported = import_model(model, hw, fusion=fusion, mapping=mapping, op_budget=budget,
+                            weights_nz=weights_nz)
     name = Path(model).name if isinstance(model, (str, Path)) else "<ModelProto>"
     return ImportResult(imported, hw, name)
 

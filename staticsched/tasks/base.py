@@ -40,6 +40,11 @@ class TensorDecl:
     #: the memory space the tensor lives in; "" is the hardware's ``global`` space (e.g. an
     #: intermediate placed in "HBM" pays that link's bandwidth when written and read back)
     space: str = ""
+    #: how its values lie in GM: ``"ND"`` (row-major, the default) or ``"NZ"`` (the Cube's
+    #: fractal format, converted before the graph runs: a weight cast at load time). Only the
+    #: Cube's operand loads price it (an ND operand is converted on the fly at the hardware's
+    #: ``nd2nz_derate``); the values a TaskGraph or a replay holds are row-major either way
+    layout: str = "ND"
 
     @property
     def rank(self) -> int:
@@ -66,6 +71,10 @@ class TensorDecl:
 
 def fmt_shape(shape: Sequence[int]) -> str:
     return "[" + ", ".join(str(x) for x in shape) + "]"
+
+
+#: a GM tensor's layouts: row-major, or the Cube's fractal format (:attr:`TensorDecl.layout`)
+LAYOUTS = ("ND", "NZ")
 
 
 #: declared tensors by name; None marks one whose shape is invalid (already reported)
@@ -260,6 +269,9 @@ class TaskKind:
     positive_inputs : callable
         ``task -> tensor names`` whose seeded values are drawn in [0.5, 1.5), not [-1, 1): the
         operands its ops need positive (a square root's, a divisor), :attr:`VecOp.positive`.
+    cube_operands : callable
+        ``task -> tensor names`` its lowering loads from global memory as the Cube's operands
+        (a Cube matmul's ``a`` and ``b``): the only reads a tensor's ``"NZ"`` layout is for.
     ops : tuple of str
         The ``op`` values its tasks take, if it has any (for hints when another kind is given
         one of them).
@@ -273,6 +285,7 @@ class TaskKind:
     reference: Callable[[Any, Mapping[str, np.ndarray]], dict[str, np.ndarray]]
     input_scales: Callable[[Any], dict[str, float]] = lambda task: {}
     positive_inputs: Callable[[Any], tuple[str, ...]] = lambda task: ()
+    cube_operands: Callable[[Any], tuple[str, ...]] = lambda task: ()
     ops: tuple[str, ...] = attrs.field(converter=tuple, default=())
 
 

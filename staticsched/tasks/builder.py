@@ -149,13 +149,18 @@ class Builder:
         )
 
     def load(
-        self, op_id: str, core: int, dst: str, tensor: str, region: Region, *, transpose: bool = False
+        self, op_id: str, core: int, dst: str, tensor: str, region: Region, *, transpose: bool = False,
+        nd2nz: bool = False,
     ) -> None:
-        """GM ``region`` of ``tensor`` (transposed when asked) into the top-left of ``dst``."""
+        """GM ``region`` of ``tensor`` (transposed when asked) into the top-left of ``dst``;
+        ``nd2nz``: a Cube operand stored ND, converted to the fractal format by the load, which
+        then moves at the hardware's derated rate (marked only when the derate is not 0)."""
         attrs_: dict[str, Any] = {"tensor": tensor, "region": region}
         if transpose:
             attrs_["transpose"] = True
         self._place(attrs_, tensor, dst, to_chip=True)
+        if nd2nz and self.hw.cube is not None and self.hw.cube.nd2nz_derate > 0:
+            attrs_["nd2nz"] = True
         grid = self.stores.get(tensor)
         deps = grid.intersecting(region) if grid is not None else []
         self.op(op_id, "load", core, (), (dst,), attrs_, deps)

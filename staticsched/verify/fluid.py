@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from staticsched.model.hardware import RATE_DENOM
-from staticsched.model.links import rate_units
-from staticsched.model.opkinds import KINDS, TRANSFER_KINDS, item_shape, transfer_route
+from staticsched.model.opkinds import KINDS, TRANSFER_KINDS, item_shape, path_units, transfer_route
 from staticsched.verify.index import OP, ProgramIndex
 
 #: per micro-op gid: (work units, overhead, rate cap in units, link indices)
@@ -77,8 +76,10 @@ def _shared(ix: ProgramIndex, g: int, index: dict[str, int]) -> Shared | None:
     links = tuple(index[lk.name] for lk in hw.links_of(src, dst))
     if not links or not hw.has_path(src, dst):
         return None
-    path = hw.path(src, dst)
-    return nbytes * RATE_DENOM, path.overhead, rate_units(path.bytes_per_cycle), links
+    kind = KINDS[ins.kind]
+    a = {**dict(kind.defaults), **dict(ins.attrs)}
+    # the cap is the path's rate, derated for a load converting ND -> NZ (``nd2nz``)
+    return nbytes * RATE_DENOM, hw.path(src, dst).overhead, path_units(hw, a, src, dst), links
 
 
 class _Rec:

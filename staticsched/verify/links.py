@@ -4,7 +4,8 @@ cannot happen, and only the rates are checked.
 
 Every transfer op (load, store, move, fixpipe) whose path a hardware link carries holds its
 rate on that link during its data phase ``[start + overhead, end)`` of the replay; the rate is
-its ``rate`` attribute (bytes per cycle), or its path's rate when it has none. The bytes and
+its ``rate`` attribute (bytes per cycle), or its path's rate when it has none (derated for a
+load converting ND to NZ, ``opkinds.path_units``). The bytes and
 the path come from the kind table (``transfer_route``), the rate units from the hardware
 model, the cycles from the verifier's own replay: nothing from the solver. A rate above the
 path's, below zero, or not a multiple of ``1/RATE_DENOM`` is a finding too.
@@ -19,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from staticsched.model.hardware import RATE_DENOM
-from staticsched.model.links import overflows, rate_text, rate_units
-from staticsched.model.opkinds import TRANSFER_KINDS
+from staticsched.model.links import overflows, rate_text
+from staticsched.model.opkinds import KINDS, TRANSFER_KINDS, path_units
 from staticsched.verify.fluid import transfer_route_of
 from staticsched.verify.index import ProgramIndex
 from staticsched.verify.replay import Replay
@@ -94,7 +95,9 @@ def _hold(ix: ProgramIndex, ins) -> tuple[tuple[str, ...], int, int] | str | Non
     if not links or not hw.has_path(src, dst):
         return None
     path = hw.path(src, dst)
-    full = rate_units(path.bytes_per_cycle)
+    kind = KINDS[ins.kind]
+    # the path's rate, derated for a load converting ND -> NZ (``nd2nz``)
+    full = path_units(hw, {**dict(kind.defaults), **dict(ins.attrs)}, src, dst)
     rate = float(dict(ins.attrs).get("rate", 0.0) or 0.0)
     units = rate * RATE_DENOM
     if rate < 0 or units != int(units) or units > full:

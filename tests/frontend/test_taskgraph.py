@@ -189,7 +189,7 @@ def _tensor_set(name: str, body):
         (_task_set("mm", "alpha", 1.0), ["task 'mm': unknown key 'alpha'"]),
         (_task_set("act", "tiling", {}), ["task 'act': unknown key 'tiling'"]),
         (_step_set(1, "scale", 2), ["task 'mm': epilogue[1]: unknown key 'scale'"]),
-        (_tensor_set("x", {"shape": [256, 256], "layout": "nz"}), ["tensor 'x': unknown key 'layout'"]),
+        (_tensor_set("x", {"shape": [256, 256], "order": "nz"}), ["tensor 'x': unknown key 'order'"]),
         # unknown tensors
         (_task_set("mm", "a", "q"), ["task 'mm': 'a' names unknown tensor 'q'"]),
         (_task_set("act", "inputs", ["y", "zz"]), ["task 'act': 'inputs'[1] names unknown tensor 'zz'"]),

@@ -73,3 +73,18 @@ def test_schedule_an_onnx_model_writes_fusion_txt(tmp_path, capsys):
     assert "mapping      : balance points: Cube" in text
     assert (out / "fusion.txt").read_text().startswith("fusion mode: rules")
     assert "verification : clean" in text
+
+
+def test_weights_nz_changes_the_cost_not_the_numbers():
+    """``prepare``'s ``weights_nz`` (default True) stores the matmul's weight NZ on ascend-a2:
+    its loads convert nothing, so the program is no slower, and it computes the same values."""
+    m = _mlp()
+    nz = StaticschedBackend.prepare(m, hw="ascend-a2", method="list", jitter=0)
+    nd = StaticschedBackend.prepare(m, hw="ascend-a2", method="list", jitter=0, weights_nz=False)
+    assert [t.name for t in nz.imported.graph.tensors if t.layout == "NZ"] == ["w"]
+    assert all(t.layout == "ND" for t in nd.imported.graph.tensors)
+    assert nz.makespan <= nd.makespan
+    x = np.random.default_rng(5).uniform(-1, 1, (2, 16, 24)).astype(np.float32)
+    x2 = np.zeros((2, 16, 1), np.float32)
+    for a, b in zip(nz.run([x, x2]), nd.run([x, x2]), strict=True):
+        assert np.array_equal(a, b)

@@ -158,3 +158,38 @@ def test_bad_models_get_one_line_exit_2_and_nothing_written(case, tmp_path, caps
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx"]
     assert main(["schedule", str(path), "--hw", "seed-davinci", "-o", str(tmp_path / "out"), "-q"]) == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_matmul_weights_are_stored_nz_by_default_and_nd_on_request(tmp_path, capsys):
+    im = import_model(_linear_gelu(256, 512, 256), "ascend-a2")
+    (mm,) = im.graph.tasks
+    layouts = {t.name: t.layout for t in im.graph.tensors}
+    assert layouts[mm.b] == "NZ" and mm.b_nz and not mm.a_nz
+    # the bias is a constant too, read by the Vector epilogue: it stays ND
+    assert {name for name, lay in layouts.items() if lay == "NZ"} == {mm.b}
+    # the values stay row-major: the same constants either way
+    plain = import_model(_linear_gelu(256, 512, 256), "ascend-a2", weights_nz=False)
+    assert all(t.layout == "ND" for t in plain.graph.tensors)
+    assert set(plain.graph.constants) == set(im.graph.constants)
+    assert all((plain.graph.constants[n] == v).all() for n, v in im.graph.constants.items())
+    # the CLI: --weights-nz is the default, --no-weights-nz turns it off
+    path = tmp_path / "lin.onnx"
+    onnx.save(_linear_gelu(256, 512, 256), path)
+    for flag, want in (([], {"w": {"shape": [512, 256], "dtype": "float16", "layout": "NZ"}}),
+                       (["--no-weights-nz"], {"w": {"shape": [512, 256], "dtype": "float16"}})):
+        out = tmp_path / f"g{len(flag)}.json"
+        assert main(["import", str(path), "--hw", "ascend-a2", "-o", str(out), *flag]) == 0
+        assert "weights      : " in capsys.readouterr().out
+        tensors = json.loads(out.read_text())["tensors"]
+        assert {k: v for k, v in tensors.items() if k == "w"} == want
+
+
+def test_a_weight_the_vector_engine_reads_stays_nd():
+    """The rule moves a GEMV to the Vector engine, which reads row-major tiles: its weight is
+    not converted (declared NZ by the import, ND again once mapped)."""
+    from staticsched.frontend.onnx_import import import_unfused
+
+    assert any(t.layout == "NZ" for t in import_unfused(_linear_gelu(1, 512, 256)).graph.tensors)
+    im = import_model(_linear_gelu(1, 512, 256), "ascend-a2")
+    assert [getattr(t, "engine", "") for t in im.graph.tasks] == ["vector"]
+    assert all(t.layout == "ND" for t in im.graph.tensors)

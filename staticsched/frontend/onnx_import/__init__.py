@@ -44,8 +44,12 @@ class Imported:
     mapping: str = ""
 
 
-def import_unfused(model: Any) -> Imported:
+def import_unfused(model: Any, *, weights_nz: bool = True) -> Imported:
     """One task per computing node of ``model`` (a path or an ``onnx.ModelProto``).
+
+    With ``weights_nz`` the constant weights a Cube matmul reads as its ``b`` are declared in
+    the Cube's fractal format (``"layout": "NZ"``, :func:`nz_weights`), as frameworks convert
+    weights once at load time; their values stay row-major.
 
     Raises
     ------
@@ -68,5 +72,23 @@ def import_unfused(model: Any) -> Imported:
         tg = taskgraph_from_dict(doc, "<imported model>")
     except StaticschedError as exc:
         raise ModelError([f"model: {line}" for line in exc.problems]) from None
+    nz = nz_weights(tg, set(tr.constants)) if weights_nz else set()
+    if nz:
+        for name in nz:
+            doc["tensors"][name]["layout"] = "NZ"
+        tg = taskgraph_from_dict(doc, "<imported model>")
     tg = TaskGraph(tg.tensors, tg.tasks, {n: v for n, v in sorted(tr.constants.items())})
     return Imported(tg, ins, outs, dict(tr.origin), len(loaded.nodes), recovered=recovered, opset=net.opset)
+
+
+def nz_weights(tg: TaskGraph, constants: set[str]) -> set[str]:
+    """The constants to store in the Cube's fractal format: each is the ``b`` of a matmul on
+    the Cube, and every task reading it reads it as a Cube operand (a Vector task reads
+    row-major tiles, so a weight it also reads stays ND)."""
+    from staticsched.tasks import kind_of
+    from staticsched.tasks.matmul import MatmulTask
+
+    weights = {t.b for t in tg.tasks if isinstance(t, MatmulTask) and not t.on_vector} & constants
+    for task in tg.tasks:
+        weights -= set(task.reads) - set(kind_of(task).cube_operands(task))
+    return weights

@@ -63,4 +63,5 @@ KIND = TaskKind(
     needs=needs,
     reference=reference,
     input_scales=input_scales,
+    cube_operands=lambda task: task.cube_operands,
 )

@@ -110,10 +110,11 @@ class MatmulPlan(SpanGrid):
     def work(self, hw: Hardware) -> list[int]:
         """The estimated cycles of each unit of work (group of blocks, or row panel), in block
         order, by which cores are balanced: the Cube's cycles or the loads' at the rate a core
-        can count on (its path's, or its even share of a link the path crosses), whichever is
-        larger. Tail blocks cost less, and on a link-bound chip it is the bytes that must be
-        even: round-robin blocks of an unequal grid left the cores with the most bytes moving
-        alone at the end (``unequal_mm1000_hbm.json``)."""
+        can count on (its path's, derated for an ND operand the load converts, or its even
+        share of a link the path crosses), whichever is larger. Tail blocks cost less, and on
+        a link-bound chip it is the bytes that must be even: round-robin blocks of an unequal
+        grid left the cores with the most bytes moving alone at the end
+        (``unequal_mm1000_hbm.json``)."""
         task, t = self.task, self.tiling
         cube = hw.cube
         assert cube is not None  # needs() checked it
@@ -122,7 +123,12 @@ class MatmulPlan(SpanGrid):
         dst = hw.role("operand")
         path = hw.path(src, dst)
         ncores = len(hw.engine_cores("cube"))
-        rate = min([path.bytes_per_cycle, *(lk.bytes_per_cycle / ncores for lk in hw.links_of(src, dst))])
+        shares = [lk.bytes_per_cycle / ncores for lk in hw.links_of(src, dst)]
+        rate = min([path.bytes_per_cycle, *shares])
+        # an ND operand converted by its load moves at the derated rate (NZ ones at the full one)
+        derated = min([path.bytes_per_cycle / (1 + cube.nd2nz_derate), *shares])
+        rate_a = rate if task.a_nz else derated
+        rate_b = rate if task.b_nz else derated
         k_pad = sum(round_up(k1 - k0, fk) for k0, k1 in self.k_spans)
         # the spans once: they are properties, and cost() runs per group (tuning asks for
         # thousands of tilings' work)
@@ -135,8 +141,11 @@ class MatmulPlan(SpanGrid):
             area = sum(round_up(m1 - m0, fm) * round_up(n1 - n0, fn) for m0, m1 in ms for n0, n1 in ns)
             macs = area * k_pad
             cycles = -(-macs // dict(cube.macs_per_cycle).get("float16", 1))
-            loaded = (sum(m1 - m0 for m0, m1 in ms) + sum(n1 - n0 for n0, n1 in ns)) * task.k * 2
-            return max(cycles, math.ceil(loaded / rate))
+            a_bytes = sum(m1 - m0 for m0, m1 in ms) * task.k * 2
+            b_bytes = sum(n1 - n0 for n0, n1 in ns) * task.k * 2
+            if rate_a == rate_b == rate:
+                return max(cycles, math.ceil((a_bytes + b_bytes) / rate))
+            return max(cycles, math.ceil(a_bytes / rate_a + b_bytes / rate_b))
 
         if task.reduces:
             per_panel = [cost([mi], range(nn)) for mi in range(nm)]
@@ -238,18 +247,20 @@ class MatmulPlan(SpanGrid):
                 l1a.append(em.item(f"{q}.l1a", "operand", FP16, (pad_m[i], pk)))
                 if task.transpose_a:
                     em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + k0, a_off + k1), (m0, m1)),
-                            transpose=True)
+                            transpose=True, nd2nz=not task.a_nz)
                 else:
-                    em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + m0, a_off + m1), (k0, k1)))
+                    em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + m0, a_off + m1), (k0, k1)),
+                            nd2nz=not task.a_nz)
             l1b = []
             for j, (_, _, (n0, n1)) in enumerate(grid[0]):
                 q = f"{p[0][j]}.k{s}"
                 l1b.append(em.item(f"{q}.l1b", "operand", FP16, (pk, pad_n[j])))
                 if task.transpose_b:
                     em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + n0, b_off + n1), (k0, k1)),
-                            transpose=True)
+                            transpose=True, nd2nz=not task.b_nz)
                 else:
-                    em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + k0, b_off + k1), (n0, n1)))
+                    em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + k0, b_off + k1), (n0, n1)),
+                            nd2nz=not task.b_nz)
             for i, row in enumerate(grid):
                 q = f"{p[i][0]}.k{s}"
                 rows = row[0][1][1] - row[0][1][0]

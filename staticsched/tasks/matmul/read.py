@@ -201,6 +201,8 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> MatmulTask | None:
         a_lead=a.lead,
         b_lead=b.lead,
         engine=engine,
+        a_nz=a.layout == "NZ",
+        b_nz=b.layout == "NZ",
     )
 
 

@@ -112,6 +112,10 @@ class MatmulTask:
     b_lead: tuple[int, ...] = attrs.field(converter=tuple, default=())
     #: ``engine`` as given (``""``: absent, the Cube lowering as ``"cube"``)
     engine: str = ""
+    #: whether ``a``/``b`` are stored in the Cube's fractal format (their tensors' ``"layout":
+    #: "NZ"``): their loads then need no ND -> NZ conversion (``nd2nz``)
+    a_nz: bool = False
+    b_nz: bool = False
 
     @property
     def on_vector(self) -> bool:
@@ -121,6 +125,12 @@ class MatmulTask:
     @property
     def reads(self) -> tuple[str, ...]:
         return (self.a, self.b, *(t for s in self.epilogue for t in s.tensors))
+
+    @property
+    def cube_operands(self) -> tuple[str, ...]:
+        """The tensors loaded from global memory as the Cube's operands (none on the Vector
+        engine)."""
+        return () if self.on_vector else (self.a, self.b)
 
     @property
     def reduces(self) -> bool:
