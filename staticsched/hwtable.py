@@ -16,7 +16,8 @@ def hardware_table(hw: Hardware) -> list[str]:
     out = [
         f"hardware  {hw.name}" + (f" — {hw.description}" if hw.description else ""),
         f"cores     {hw.cores}    clock {hw.clock_ghz:g} GHz    "
-        f"launch overhead {hw.launch_overhead_us:g} µs    source {hw.source}",
+        f"launch overhead {hw.launch_overhead_us:g} µs    fused ops <= {hw.max_fused_ops or '-'}    "
+        f"source {hw.source}",
     ]
     if hw.split:
         out += ["", f"core types ({hw.clusters} clusters of {hw.cluster_size} cores; cluster c is "

@@ -88,7 +88,8 @@ class Fused:
 
 
 def max_steps_of(hw: Hardware) -> int:
-    return getattr(hw, "max_fused_ops", 0) or DEFAULT_MAX_STEPS
+    """The cap on fused ops per task: the hardware's ``max_fused_ops``, else the default."""
+    return hw.max_fused_ops or DEFAULT_MAX_STEPS
 
 
 def _cube_cycles(task: Any, hw: Hardware) -> float:

@@ -255,6 +255,8 @@ class Hardware:
     #: one static program pays it once, kernel-after-kernel execution once per kernel
     #: (:mod:`staticsched.explore.dispatch`). Nothing in a schedule depends on it.
     launch_overhead_us: float = 0.0
+    #: the most ops one fused task may hold (the instruction buffer's limit, seed §2.2); 0: unstated
+    max_fused_ops: int = 0
     #: explicit ``[roles]`` entries (role, space); other roles take their default space name
     roles: tuple[tuple[str, str], ...] = attrs.field(
         converter=lambda d: tuple(sorted(dict(d).items())), default=()

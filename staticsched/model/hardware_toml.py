@@ -49,6 +49,7 @@ _TOP_KEYS = {
     "cores",
     "clock_ghz",
     "launch_overhead_us",
+    "max_fused_ops",
     "description",
     "units",
     "spaces",
@@ -91,6 +92,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     if launch < 0:
         pr.add(f"{where}: 'launch_overhead_us' must be >= 0, got {data['launch_overhead_us']!r}")
         launch = 0.0
+    max_fused = get_int(data, "max_fused_ops", where, pr, default=0, minimum=0, maximum=1024)
     description = get_str(data, "description", where, pr, default="")
 
     units = []
@@ -255,6 +257,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
         vector=vector,
         clock_ghz=clock,
         launch_overhead_us=launch,
+        max_fused_ops=max_fused,
         description=description,
         source=where,
         roles=roles,

@@ -193,3 +193,14 @@ def test_a_weight_the_vector_engine_reads_stays_nd():
     im = import_model(_linear_gelu(1, 512, 256), "ascend-a2")
     assert [getattr(t, "engine", "") for t in im.graph.tasks] == ["vector"]
     assert all(t.layout == "ND" for t in im.graph.tensors)
+
+
+def test_cap_rule_stops_an_epilogue_at_the_hardwares_limit():
+    from staticsched.model.hardware_toml import load_hardware
+
+    hw = load_hardware("seed-davinci")
+    assert hw.max_fused_ops == 6
+    im = import_model(_linear_gelu(256, 512, 256), "seed-davinci", fusion="none")
+    fused = fuse(im.graph, hw, keep=[b.tensor for b in im.outputs], max_steps=1)
+    assert [d.rule for d in fused.decisions] == ["balance", "cap"]
+    assert "the cap is 1 per task" in fused.decisions[1].why
