@@ -185,6 +185,8 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> MatmulTask | None:
                     f"expected {fmt_shape(operand_shape(form, out_decl))} (M = {m}, N = {n})"
                 )
     ctx.not_own_output([a.name, b.name, *(t for s in steps for t in s.tensors)], out.name)
+    dtype = ctx.operand_dtype([("a", a), ("b", b), *((f"epilogue {s.op}", ctx.tensors.get(t))
+                                                      for s in steps for t in s.tensors)])
     return MatmulTask(
         id=ctx.task_id,
         a=a.name,
@@ -201,6 +203,8 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> MatmulTask | None:
         a_lead=a.lead,
         b_lead=b.lead,
         engine=engine,
+        dtype=dtype,
+        out_dtype=out.dtype,
     )
 
 
