@@ -15,7 +15,7 @@ from staticsched.model.hardware_toml import load_hardware
 
 
 def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion: str = "rules",
-                 mapping: str = "rules") -> Imported:
+                 mapping: str = "rules", dtype: str = "float16") -> Imported:
     """Import an ONNX model (a path or an ``onnx.ModelProto``) as a TaskGraph.
 
     The model is upgraded to opset 17 when older than 13, shape-inferred and constant-folded;
@@ -36,6 +36,11 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
         ``"rules"``: a matmul the arithmetic-intensity rule sends to the Vector unit gets
         ``"engine": "vector"`` (:func:`staticsched.frontend.mapping.choose_engines`);
         ``"none"`` keeps every matmul on the Cube.
+    dtype
+        What the graph computes in: ``"float16"`` (default), ``"bfloat16"`` or ``"float32"``.
+        Every tensor is declared with it, the weights are rounded to it, and the model's
+        float16/float32 inputs are rounded to it on the way in (its outputs come back in their
+        own dtype).
 
     Returns
     -------
@@ -47,7 +52,7 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
     staticsched.errors.ModelError
         One line per problem: the node, its op type and opset, and what is unsupported.
     """
-    imported = import_unfused(model)
+    imported = import_unfused(model, dtype)
     if hw is None or fusion == "none":
         return imported
     hw = load_hardware(hw)

@@ -68,10 +68,10 @@ class ImportResult:
 
 
 def import_for_schedule(model: Any, hw: Hardware, *, fusion: str, budget: int | None,
-                        mapping: str = "rules") -> ImportResult:
-    """Import ``model``, fuse it by ``fusion`` and map its matmuls by ``mapping`` (``search``
-    schedules the candidates with the list method under ``budget``)."""
-    imported = import_unfused(model)
+                        mapping: str = "rules", dtype: str = "float16") -> ImportResult:
+    """Import ``model`` computing in ``dtype``, fuse it by ``fusion`` and map its matmuls by
+    ``mapping`` (``search`` schedules the candidates with the list method under ``budget``)."""
+    imported = import_unfused(model, dtype)
     keep = [b.tensor for b in imported.outputs]
     search: list[str] = []
 
