@@ -100,7 +100,12 @@ def _output_options(p: argparse.ArgumentParser) -> None:
 def _fusion_option(p: argparse.ArgumentParser) -> None:
     from staticsched.frontend.fusion import FUSION_MODES
     from staticsched.frontend.mapping import MAPPING_MODES
+    from staticsched.model.dtypes import COMPUTE_DTYPES
 
+    p.add_argument("--dtype", choices=tuple(COMPUTE_DTYPES), default="float16",
+                   help="an ONNX model's compute dtype: every tensor of the TaskGraph is declared with it "
+                   "and its weights are rounded to it (float16, default; bfloat16; float32: the Cube at a "
+                   "quarter of its fp16 rate, Vector work at half)")
     p.add_argument("--mapping", choices=MAPPING_MODES, default="rules",
                    help="an ONNX model's matmuls: rules (the arithmetic-intensity rule moves a matmul "
                    "below the Vector balance point to the Vector engine, default), search (schedule "
@@ -272,7 +277,8 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
 
         with rep.phase("import"):
             imported = import_for_schedule(args.graph, hw, fusion=args.fusion, budget=_budget(args),
-                                           mapping=args.mapping, weights_nz=args.weights_nz)
+                                           mapping=args.mapping, weights_nz=args.weights_nz,
+                                           dtype=args.dtype)
         graph, extra, more = imported.graph, imported.files(), imported.lines()
     res = compile_graph(
         graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
@@ -307,7 +313,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     hw = load_hardware(args.hw)
     imported = import_for_schedule(args.model, hw, fusion=args.fusion, budget=None, mapping=args.mapping,
-                                   weights_nz=args.weights_nz)
+                                   weights_nz=args.weights_nz, dtype=args.dtype)
     paths = write_graph(imported, args.output)
     for line in imported.lines():
         print(line)

@@ -48,7 +48,7 @@ from staticsched.model.opkinds import ItemShape, item_shape
 from staticsched.model.vecops import VECOPS
 from staticsched.tasks.builder import balance_cores
 
-FP16, FP32 = "float16", "float32"
+FP32 = "float32"
 
 
 class _Ops:
@@ -99,7 +99,7 @@ class MatmulBounds:
     def _epilogue_of(self, r: int, c: int) -> tuple[dict[str, int], int, int, int]:
         task, op = self.task, self.op
         pm, pn = round_up(r, self.fractal[0]), round_up(c, self.fractal[1])
-        ub = op.item("vector", FP16, pm, pn)
+        ub = op.item("vector", task.out_dtype, pm, pn)
         fix = op("fixpipe", {"rows": r, "cols": c}, (op.item("accumulator", FP32, pm, pn),), (ub,))
         store = op("store", {"tensor": task.out, "region": ((0, r), (0, c))}, (ub,), ())
         ops, vecs, loaded = [fix, store], [], []
@@ -113,7 +113,7 @@ class MatmulBounds:
                     "row": ((pm, 1), ((0, r), (0, 1))),
                     "full": ((pm, pn), ((0, r), (0, c))),
                 }[VECOPS[step.op].operands[1]]
-                tile = op.item("vector", FP16, *shape)
+                tile = op.item("vector", task.dtype, *shape)
                 ops.append(op("load", {"tensor": step.tensor, "region": region}, (), (tile,)))
                 reads.append(tile)
                 loaded.append(len(vecs))
@@ -137,7 +137,8 @@ class MatmulBounds:
         if mm is None:
             fm, fn, fk = self.fractal
             pm, pn, pk = round_up(r, fm), round_up(c, fn), round_up(d, fk)
-            l0a, l0b = self.op.item("cube_a", FP16, pm, pk), self.op.item("cube_b", FP16, pk, pn)
+            dt = self.task.dtype
+            l0a, l0b = self.op.item("cube_a", dt, pm, pk), self.op.item("cube_b", dt, pk, pn)
             l0c = self.op.item("accumulator", FP32, pm, pn)
             mm = self._memo[("mmad", r, c, d)] = self.op(
                 "mmad", {"m": r, "n": c, "k": d, "init": True}, (l0a, l0b), (l0c,))
@@ -152,8 +153,8 @@ class MatmulBounds:
         task, op = self.task, self.op
         prow, pcol = round_up(rows, self.fractal[0 if which == "a" else 2]), round_up(
             cols, self.fractal[2 if which == "a" else 1])
-        l1 = op.item("operand", FP16, prow, pcol)
-        l0 = op.item("cube_a" if which == "a" else "cube_b", FP16, prow, pcol)
+        l1 = op.item("operand", task.dtype, prow, pcol)
+        l0 = op.item("cube_a" if which == "a" else "cube_b", task.dtype, prow, pcol)
         transpose = task.transpose_a if which == "a" else task.transpose_b
         a: dict[str, Any] = {"tensor": task.a if which == "a" else task.b,
                              "region": ((0, cols), (0, rows)) if transpose else ((0, rows), (0, cols))}
@@ -172,7 +173,8 @@ class MatmulBounds:
         if self.hw.split:  # FixPipe's store from the accumulator to global memory
             unit, fix = op("store", {"tensor": self.task.out, "region": ((0, r), (0, c))}, (acc,), ())
         else:
-            unit, fix = op("fixpipe", {"rows": r, "cols": c}, (acc,), (op.item("vector", FP16, pm, pn),))
+            unit, fix = op("fixpipe", {"rows": r, "cols": c}, (acc,),
+                           (op.item("vector", self.task.out_dtype, pm, pn),))
         return {unit: fix}, fix, fix, fix
 
     def _block(self, r: int, c: int, depths: Counter, steps: tuple[int, int], bare: bool = False) -> _Block:
@@ -193,11 +195,11 @@ class MatmulBounds:
             for (unit, dur), times in ((la, count * step_m), (ma, count * step_m), (lb, count * step_n),
                                        (mb, count * step_n), (mm, count * scale)):
                 work[unit] = work.get(unit, 0) + dur * times
-            pk = round_up(d, fk)
-            for role, nbytes, life, times in (("cube_a", pm * pk * 2, ma[1] + mm[1], step_m),
-                                              ("cube_b", pk * pn * 2, mb[1] + mm[1], step_n),
-                                              ("operand", pm * pk * 2, la[1] + ma[1], step_m),
-                                              ("operand", pk * pn * 2, lb[1] + mb[1], step_n)):
+            pk, e = round_up(d, fk), self.task.elem_bytes
+            for role, nbytes, life, times in (("cube_a", pm * pk * e, ma[1] + mm[1], step_m),
+                                              ("cube_b", pk * pn * e, mb[1] + mm[1], step_n),
+                                              ("operand", pm * pk * e, la[1] + ma[1], step_m),
+                                              ("operand", pk * pn * e, lb[1] + mb[1], step_n)):
                 self._hold(work, role, nbytes, life * count * times)
             mmads += mm[1] * count
             first = max(la[1] + ma[1], lb[1] + mb[1])
@@ -207,7 +209,7 @@ class MatmulBounds:
         assert head is not None and tail_load is not None  # K >= 1: at least one step
         self._hold(work, "accumulator", pm * pn * 4, (mmads + fix) * scale)
         if not (bare and self.hw.split):  # a split chip's AIC has no vector buffer
-            self._hold(work, "vector", pm * pn * 2, after * scale)
+            self._hold(work, "vector", pm * pn * self.task.out_bytes, after * scale)
         cube, mte2 = mm[0], la[0]
         return _Block(work, {cube: head}, {cube: after, mte2: min(tail_load, epi_tail)},
                       head + mmads + after)
@@ -305,8 +307,9 @@ class MatmulBounds:
         gm = self.hw.role_space("global") or "GM"
         m, n, k, nb = task.m, task.n, task.k, task.batches
         operand = self.hw.role("operand")
-        moves = [(gm, operand, nb * m * k * 2 * len(plan.n_spans)),
-                 (gm, operand, nb * k * n * 2 * len(plan.m_spans))]
+        e = task.elem_bytes
+        moves = [(gm, operand, nb * m * k * e * len(plan.n_spans)),
+                 (gm, operand, nb * k * n * e * len(plan.m_spans))]
         return Work(per_core, total, link_cycles(self.hw, moves))
 
     def _gm_moves(self, plan: Any, steps: tuple[int, int]) -> list[tuple[str, str, int]]:
@@ -318,12 +321,13 @@ class MatmulBounds:
         m, n, k, b = task.m, task.n, task.k, task.batches
         mb, nb = len(plan.m_spans), len(plan.n_spans)
         operand, vector = hw.role("operand"), hw.role("vector")
-        moves = [(gm, operand, b * m * k * 2 * nb // steps[1]), (gm, operand, b * k * n * 2 * mb // steps[0]),
-                 (vector, gm, b * m * n * 2)]
+        e, eo = task.elem_bytes, task.out_bytes
+        moves = [(gm, operand, b * m * k * e * nb // steps[1]), (gm, operand, b * k * n * e * mb // steps[0]),
+                 (vector, gm, b * m * n * eo)]
         for step in task.epilogue:
             if step.tensor and not step.reduces:
                 form = VECOPS[step.op].operands[1]
-                moves.append((gm, vector, b * {"col": mb * n, "row": nb * m, "full": m * n}[form] * 2))
+                moves.append((gm, vector, b * {"col": mb * n, "row": nb * m, "full": m * n}[form] * e))
         return moves
 
 

@@ -93,22 +93,24 @@ def max_steps_of(hw: Hardware) -> int:
 
 
 def _cube_cycles(task: Any, hw: Hardware) -> float:
-    """The matmul's Cube cycles at the Cube's fp16 rate, spread over the Cube cores (per-
-    instruction overheads left out: they depend on the tiling, not on the fusion)."""
+    """The matmul's Cube cycles at the Cube's rate for its operands' dtype, spread over the Cube
+    cores (per-instruction overheads left out: they depend on the tiling, not on the fusion)."""
     assert hw.cube is not None
     batch = 1
     for d in task.batch:
         batch *= d
-    rate = dict(hw.cube.macs_per_cycle)["float16"]
+    rates = dict(hw.cube.macs_per_cycle)
+    rate = rates.get(task.dtype) or rates["float16"]
     return batch * task.m * task.n * task.k / rate / len(hw.engine_cores("cube"))
 
 
-def _vector_cycles(ops: Iterable[str], elems: int, hw: Hardware) -> float:
-    """Cycles of ``ops`` over ``elems`` fp16 values at the Vector unit's rate and each op's
-    passes, spread over the Vector cores (overheads left out, as for the Cube)."""
+def _vector_cycles(ops: Iterable[str], elems: int, hw: Hardware, elem_bytes: int = 2) -> float:
+    """Cycles of ``ops`` over ``elems`` values of ``elem_bytes`` each at the Vector unit's rate
+    and each op's passes, spread over the Vector cores (overheads left out, as for the Cube)."""
     assert hw.vector is not None
     passes = dict(hw.vector.passes)
-    total = sum(elems * 2 * passes.get(op, VECOPS[op].passes) / hw.vector.bytes_per_cycle for op in ops)
+    total = sum(elems * elem_bytes * passes.get(op, VECOPS[op].passes) / hw.vector.bytes_per_cycle
+                for op in ops)
     return total / len(hw.engine_cores("vector"))
 
 
@@ -207,12 +209,15 @@ def _grow(task: dict[str, Any], tasks: list[dict[str, Any]], by_id: dict[str, di
         step, why = _as_step(nxt, cur)
         if step is None:
             return stop("kind", why)
+        mixed = _dtype_mismatch(mm, step, nxt, tg)
+        if mixed:
+            return stop("kind", mixed)
         if len(steps) + 1 > cap:
             return stop("cap", f"{len(steps)} ops already fused; the cap is {cap} per task")
         if limit is not None and taken >= limit:
             return stop("search", f"the search kept {limit} fused op(s) here")
         ops = [op for s in (*steps, step) for op in _step_ops(s)]
-        vector = _vector_cycles(ops, elems, hw) if hw.vector is not None else 0.0
+        vector = _vector_cycles(ops, elems, hw, mm.out_bytes) if hw.vector is not None else 0.0
         if vector > cube:
             return stop("balance", f"Vector time {_cyc(vector)} cycles/core > Cube time {_cyc(cube)} "
                                    f"cycles/core with '{step['op']}': split off")
@@ -229,6 +234,21 @@ def _grow(task: dict[str, Any], tasks: list[dict[str, Any]], by_id: dict[str, di
         decisions.append(Decision(task["id"], nxt["id"], True, "balance",
                                   f"Vector time {_cyc(vector)} cycles/core <= Cube time {_cyc(cube)} "
                                   f"cycles/core with '{step['op']}'"))
+
+
+def _dtype_mismatch(mm: Any, step: Mapping[str, Any], task: Mapping[str, Any], tg: TaskGraph) -> str:
+    """Why ``task`` (as epilogue ``step``) cannot join matmul ``mm`` for its dtypes, or "": an
+    epilogue runs on the output's tile and reads tensors of the operands' dtype."""
+    tmap = tg.tensor_map
+    out = tmap[task["out"]].dtype
+    if out != mm.out_dtype:
+        return f"'{task['id']}' writes {out}, the tile is {mm.out_dtype}: a conversion is a task of its own"
+    for key in ("tensor", "gamma", "beta"):
+        name = step.get(key)
+        if name and tmap[name].dtype != mm.dtype:
+            return (f"'{name}' is {tmap[name].dtype}, the matmul's operands are {mm.dtype}: an epilogue's "
+                    f"operands share the matmul's dtype")
+    return ""
 
 
 def _cyc(x: float) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from staticsched.frontend.taskgraph import TaskGraph, taskgraph_from_dict, taskgraph_to_dict
-from staticsched.model.hardware import Hardware
+from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.tasks.rowops import ROWOPS
 
 MAPPING_MODES = ("rules", "search")
@@ -121,7 +121,7 @@ def mapping(tg: TaskGraph, hw: Hardware) -> tuple[Balance, list[Mapped]]:
     out: list[Mapped] = []
     for task in tg.ordered_tasks:
         names = sorted(set(task.reads) | set(task.writes))
-        gm = sum(_elems(tg, n) for n in names) * ELEM
+        gm = sum(_elems(tg, n) * DTYPE_BYTES[tg.tensor_map[n].dtype] for n in names)
         flops = _flops(task, tg)
         intensity = flops / max(1, gm)
         if intensity >= bal.cube:

@@ -1,8 +1,9 @@
 """NumPy reference of a TaskGraph: seeded inputs and the expected outputs.
 
 Each task kind computes its outputs whole, independently of tiling, following the same
-precision contract as its micro-ops (fp16 operands, fp32 accumulation, fp32 -> fp16 where the
-hardware converts, Vector steps in fp32 from fp16 values rounded back to the tile's dtype);
+precision contract as its micro-ops (operands in their tensors' dtype, fp32 accumulation,
+fp32 -> the output's dtype where the hardware converts, Vector steps in fp32 from the tiles'
+values rounded back to the tile's dtype);
 the Vector semantics come from the one vec-op table. Attention's reference is plain float32
 (``softmax(scale * Q Kᵀ [+ mask]) V``). This module draws the inputs and runs the kinds'
 references in dependency order.
@@ -17,9 +18,8 @@ import numpy as np
 from staticsched._fields import Problems
 from staticsched.errors import InputError
 from staticsched.frontend.taskgraph import TaskGraph
+from staticsched.model.dtypes import as_dtype
 from staticsched.tasks import kind_of
-
-_F16 = np.float16
 
 
 def _input_scales(tg: TaskGraph) -> dict[str, float]:
@@ -32,8 +32,8 @@ def _input_scales(tg: TaskGraph) -> dict[str, float]:
 
 
 def make_inputs(tg: TaskGraph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded fp16 values for every tensor no task writes, all 2-D; constants (a model's
-    weights, :attr:`TaskGraph.constants`) keep their values.
+    """Seeded values for every tensor no task writes, all 2-D, each rounded to its tensor's
+    dtype; constants (a model's weights, :attr:`TaskGraph.constants`) keep their values.
 
     One ``np.random.default_rng(seed)`` draws the tensors in name order, uniform in
     ``[-1, 1)``, scaled as the tasks reading them ask (a matmul's ``b`` operand by
@@ -51,23 +51,26 @@ def make_inputs(tg: TaskGraph, seed: int = 0) -> dict[str, np.ndarray]:
     Returns
     -------
     dict
-        Tensor name -> C-contiguous ``float16`` array of the tensor's 2-D shape.
+        Tensor name -> C-contiguous array of the tensor's dtype (``float16``, ``float32``, or
+        ``ml_dtypes``' ``bfloat16``) and 2-D shape. The draws do not depend on the dtypes: a
+        graph's fp32 inputs are its fp16 inputs' values before rounding.
     """
     rng = np.random.default_rng(seed)
     scales = _input_scales(tg)
     positive = {name for task in tg.tasks for name in kind_of(task).positive_inputs(task)}
     out = {}
     for name in tg.input_names:
-        shape = tg.tensor_map[name].shape2d
+        decl = tg.tensor_map[name]
+        shape = decl.shape2d
         if name in tg.constants:  # drawn all the same, so the other inputs' values do not move
             rng.uniform(-1.0, 1.0, size=shape)
-            out[name] = np.ascontiguousarray(tg.constants[name], dtype=_F16)
+            out[name] = as_dtype(tg.constants[name], decl.dtype)
             continue
         values = rng.uniform(-1.0, 1.0, size=shape)
         if name in positive:  # a square root's operand, a divisor: [0.5, 1.5)
             values = np.abs(values) + 0.5
         values = values * scales.get(name, 1.0)
-        out[name] = np.ascontiguousarray(values.astype(_F16))
+        out[name] = as_dtype(values, decl.dtype)
     return out
 
 
@@ -85,8 +88,8 @@ def reference(tg: TaskGraph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.n
     Returns
     -------
     dict
-        Every tensor some task writes -> its 2-D value (``float16``; ``float32`` for attention,
-        whose reference is float32).
+        Every tensor some task writes -> its 2-D value (in its tensor's dtype; ``float32`` for
+        attention, whose reference is float32).
 
     Raises
     ------
@@ -104,7 +107,7 @@ def reference(tg: TaskGraph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.n
         if value.shape not in (shape, tg.tensor_map[name].shape):
             pr.add(f"reference: input '{name}' has shape {list(value.shape)}, expected {list(shape)}")
             continue
-        env[name] = value.reshape(shape).astype(_F16)
+        env[name] = as_dtype(value.reshape(shape), tg.tensor_map[name].dtype)
     pr.raise_if_any(InputError)
     for task in tg.ordered_tasks:
         env.update(kind_of(task).reference(task, env))

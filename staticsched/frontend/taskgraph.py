@@ -37,6 +37,7 @@ from staticsched._fields import (
     is_int,
 )
 from staticsched.errors import GraphError, InputError, TilingError
+from staticsched.model.dtypes import COMPUTE_DTYPES, numpy_dtype
 from staticsched.model.opgraph import FORMAT as OPGRAPH_FORMAT
 from staticsched.model.opgraph import OpGraph, load_json_file, opgraph_from_dict
 from staticsched.tasks import KIND_OF_OP, KINDS, kind_of
@@ -45,8 +46,9 @@ from staticsched.tasks.base import LAYOUTS, MAX_RANK, ReadContext, Task, TensorD
 FORMAT = "staticsched.taskgraph"
 VERSION = 1
 
-#: version 1 computes in fp16 with fp32 accumulation; other dtypes need other kernels
-DTYPES = ("float16",)
+#: the dtypes a tensor may declare (docs/formats.md, "Dtypes"): a task's operands share one,
+#: matmuls accumulate in fp32 and FixPipe converts to the output's
+DTYPES = tuple(COMPUTE_DTYPES)
 
 __all__ = [
     "FORMAT",
@@ -68,8 +70,8 @@ class TaskGraph:
 
     tensors: tuple[TensorDecl, ...] = attrs.field(converter=tuple)
     tasks: tuple[Task, ...] = attrs.field(converter=tuple)
-    #: input tensors whose values travel with the graph (a model's weights): name -> float16
-    #: array of the tensor's 2-D shape; the numeric replay uses them instead of drawn values
+    #: input tensors whose values travel with the graph (a model's weights): name -> array of
+    #: the tensor's dtype and 2-D shape; the numeric replay uses them instead of drawn values
     constants: Mapping[str, np.ndarray] = attrs.field(factory=dict, eq=False, repr=False)
 
     @cached_property
@@ -197,34 +199,55 @@ def taskgraph_from_dict(data: Any, where: str = "<taskgraph>", base: Path | None
 def _read_constants(data: Mapping[str, Any], tensors: list[TensorDecl], tasks: list[Task], where: str,
                     base: Path | None, pr: Problems) -> dict[str, np.ndarray]:
     """The ``"constants"`` key: a ``.npz`` file name, or inline ``{name: {"base64": ...}}``
-    (float16, little-endian, row-major); every value is a declared input of its shape."""
+    (the tensor's dtype, little-endian, row-major); every value is a declared input of its
+    shape, stored in its tensor's dtype (bfloat16 as its 16-bit patterns, ``uint16``)."""
     raw = data.get("constants")
     if raw is None:
         return {}
     w = f"{where}: constants"
+    declared = {t.name: t for t in tensors}
     values: dict[str, np.ndarray] = {}
     if isinstance(raw, str):
         path = (base or Path(".")) / raw
         try:
             with np.load(path, allow_pickle=False) as npz:
-                values = {k: npz[k] for k in sorted(npz.files)}
+                stored = {k: npz[k] for k in sorted(npz.files)}
         except (OSError, ValueError) as exc:
             pr.add(f"{w}: cannot read '{path}' ({type(exc).__name__}: {exc})")
             return {}
+        for name, value in stored.items():
+            t = declared.get(name)
+            if t is None:
+                values[name] = value  # reported below
+                continue
+            want = _stored_dtype(t.dtype)
+            kinds = "uV" if t.dtype == "bfloat16" else want.kind
+            if value.dtype.kind not in kinds or value.dtype.itemsize != want.itemsize:
+                pr.add(f"{w}: '{name}' is {value.dtype} in '{raw}', tensor '{name}' is {t.dtype} "
+                       f"(stored as {want})")
+                continue
+            values[name] = _from_stored(value, t.dtype)
     elif isinstance(raw, Mapping):
         for name, body in sorted(raw.items()):
+            t = declared.get(name)
+            dtype = t.dtype if t is not None and t.dtype in DTYPES else "float16"
             if not isinstance(body, Mapping) or set(body) != {"base64"} or not isinstance(body["base64"],
                                                                                           str):
-                pr.add(f"{w}: '{name}' must be {{\"base64\": \"...\"}} (float16 bytes), got {body!r:.60}")
+                pr.add(f"{w}: '{name}' must be {{\"base64\": \"...\"}} ({dtype} bytes), got {body!r:.60}")
                 continue
             try:
-                values[name] = np.frombuffer(base64.b64decode(body["base64"], validate=True), dtype="<f2")
+                buf = base64.b64decode(body["base64"], validate=True)
             except ValueError as exc:
                 pr.add(f"{w}: '{name}' is not base64 ({exc})")
+                continue
+            size = numpy_dtype(dtype).itemsize
+            if len(buf) % size:
+                pr.add(f"{w}: '{name}' has {len(buf)} bytes, not a whole number of {dtype} values")
+                continue
+            values[name] = _from_stored(np.frombuffer(buf, dtype=_stored_dtype(dtype)), dtype)
     else:
         pr.add(f"{w}: must be a .npz file name or an object of inline values, got {type(raw).__name__}")
         return {}
-    declared = {t.name: t for t in tensors}
     written = {name for t in tasks for name in t.writes}
     out: dict[str, np.ndarray] = {}
     for name, value in values.items():
@@ -239,10 +262,31 @@ def _read_constants(data: Mapping[str, Any], tensors: list[TensorDecl], tasks: l
         elif np.isnan(value.astype(np.float32)).any():
             pr.add(f"{w}: '{name}' holds NaN")
         else:
-            arr = np.ascontiguousarray(value.astype(np.float16).reshape(t.shape2d))
+            arr = np.ascontiguousarray(value.reshape(t.shape2d))
             arr.flags.writeable = False
             out[name] = arr
     return out
+
+
+def _stored_dtype(dtype: str) -> np.dtype:
+    """How a constant of ``dtype`` is stored: its own little-endian dtype, bfloat16 as the
+    ``uint16`` of its bits (a ``.npz`` cannot name ml_dtypes' bfloat16)."""
+    return np.dtype("<u2") if dtype == "bfloat16" else numpy_dtype(dtype).newbyteorder("<")
+
+
+def _from_stored(value: np.ndarray, dtype: str) -> np.ndarray:
+    """A stored constant as an array of ``dtype``."""
+    if dtype == "bfloat16":
+        return np.ascontiguousarray(value).view(np.dtype("<u2")).view(numpy_dtype(dtype))
+    return value.astype(numpy_dtype(dtype))
+
+
+def _to_stored(value: np.ndarray, dtype: str) -> np.ndarray:
+    """A constant of ``dtype`` as it is stored (:func:`_stored_dtype`)."""
+    arr = np.ascontiguousarray(np.asarray(value).astype(numpy_dtype(dtype)))
+    if dtype == "bfloat16":
+        return arr.view(np.dtype("<u2"))
+    return arr.astype(_stored_dtype(dtype))
 
 
 def _read_tensors(data: Mapping[str, Any], where: str, pr: Problems) -> tuple[list[TensorDecl], set[str]]:
@@ -267,10 +311,9 @@ def _read_tensors(data: Mapping[str, Any], where: str, pr: Problems) -> tuple[li
             bad_shapes.add(name)
         dtype = get_str(body, "dtype", w, pr, default="float16")
         if dtype and dtype not in DTYPES:
-            pr.add(
-                f"{w}: dtype {dtype!r} is not supported (version {VERSION} computes in "
-                f"{', '.join(DTYPES)} with fp32 accumulation)"
-            )
+            pr.add(f"{w}: dtype {dtype!r} is not supported (dtypes: {', '.join(DTYPES)}; matmuls "
+                   f"accumulate in fp32)")
+            dtype = "float16"
         space = get_str(body, "space", w, pr, default="")
         layout = get_str(body, "layout", w, pr, default="ND", choices=LAYOUTS)
         out.append(TensorDecl(name, tuple(shape), dtype, space, layout if layout in LAYOUTS else "ND"))
@@ -358,8 +401,8 @@ def load_graph(path: str | Path) -> TaskGraph | OpGraph:
 def taskgraph_to_dict(tg: TaskGraph, constants: str | None = None) -> dict[str, Any]:
     """The JSON form; ``taskgraph_from_dict(taskgraph_to_dict(tg)) == tg``.
 
-    Constants are inline (base64 float16) unless ``constants`` names the ``.npz`` file the
-    caller writes them to (:func:`constants_npz`).
+    Constants are inline (base64, each in its tensor's dtype) unless ``constants`` names the
+    ``.npz`` file the caller writes them to (:func:`constants_npz`).
     """
     out: dict[str, Any] = {
         "format": FORMAT,
@@ -370,15 +413,19 @@ def taskgraph_to_dict(tg: TaskGraph, constants: str | None = None) -> dict[str, 
     if constants is not None:
         out["constants"] = constants
     elif tg.constants:  # absent without constants: graphs without them keep their text
-        out["constants"] = {name: {"base64": base64.b64encode(np.ascontiguousarray(
-            value, dtype="<f2").tobytes()).decode("ascii")} for name, value in sorted(tg.constants.items())}
+        tmap = tg.tensor_map
+        out["constants"] = {name: {"base64": base64.b64encode(_to_stored(value, tmap[name].dtype).tobytes())
+                                   .decode("ascii")} for name, value in sorted(tg.constants.items())}
     return out
 
 
 def constants_npz(tg: TaskGraph) -> bytes:
-    """``tg``'s constants as the bytes of a ``.npz`` file (float16, by tensor name)."""
+    """``tg``'s constants as the bytes of a ``.npz`` file, by tensor name, each in its tensor's
+    dtype (bfloat16 as ``uint16`` bits)."""
     buf = io.BytesIO()
-    arrays: dict[str, Any] = {name: np.asarray(v, dtype="<f2") for name, v in sorted(tg.constants.items())}
+    tmap = tg.tensor_map
+    arrays: dict[str, Any] = {name: _to_stored(v, tmap[name].dtype)
+                              for name, v in sorted(tg.constants.items())}
     np.savez(buf, **arrays)
     return buf.getvalue()
 

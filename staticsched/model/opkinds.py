@@ -37,6 +37,7 @@ import numpy as np
 from staticsched.errors import InputError
 from staticsched.model import vecops
 from staticsched.model.attrcodec import op_value
+from staticsched.model.dtypes import itemsize as _dtype_itemsize
 from staticsched.model.hardware import RATE_DENOM, Hardware, rate_cycles
 from staticsched.model.vecops import VECOPS
 
@@ -148,7 +149,7 @@ def region_shape(region: Region) -> tuple[int, int]:
 
 def region_bytes(region: Region, dtype: str) -> int:
     h, w = region_shape(region)
-    return h * w * np.dtype(dtype).itemsize
+    return h * w * _dtype_itemsize(dtype)
 
 
 def _global(hw: Hardware) -> str:
@@ -310,7 +311,7 @@ def extent_problems(
 
 
 def _itemsize(dtype: str) -> int:
-    return np.dtype(dtype).itemsize
+    return _dtype_itemsize(dtype)
 
 
 #: the kinds that move data along a hardware path (what a shared link can slow down)

@@ -5,7 +5,8 @@ JSON text, reads that text back and verifies it (races, flags, deadlocks, memory
 numbers against NumPy on seeded inputs and the model's weights); only a clean program is
 returned. ``run`` executes that program's nominal replay on the caller's inputs
 (:func:`staticsched.verify.execute.execute`): every value is computed by the emitted
-instructions, in the hardware's float16, and returned in the model's dtype.
+instructions, in the import's dtype (``dtype``: float16 unless asked), and returned in the
+model's dtype.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from staticsched.errors import InputError, StaticschedError
 from staticsched.formats.load import loads_program
 from staticsched.formats.program_json import dumps_program_json
 from staticsched.frontend.onnx_import import Imported
+from staticsched.model.dtypes import as_dtype
 from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.program import Program
@@ -76,9 +78,10 @@ class StaticschedRep(BackendRep):
                                  f"{list(b.shape)}")
             if b.tensor not in tmap:  # an input nothing computes with (a dropout's ratio)
                 continue
-            gm[b.tensor] = np.ascontiguousarray(arr.astype(np.float16).reshape(tmap[b.tensor].shape2d))
+            decl = tmap[b.tensor]
+            gm[b.tensor] = as_dtype(arr.reshape(decl.shape2d), decl.dtype)
         out = execute(self.program, self.hw, gm)
-        return tuple(np.asarray(out[b.tensor]).reshape(b.shape).astype(b.dtype)
+        return tuple(np.asarray(out[b.tensor]).astype(np.float32).reshape(b.shape).astype(b.dtype)
                      for b in self.imported.outputs)
 
 
@@ -100,10 +103,10 @@ class StaticschedBackend(Backend):
             The hardware model (a preset name, a TOML path or a :class:`Hardware`).
         **options
             :func:`staticsched.schedule`'s options (``method``, ``time_limit``, ``mode``, ...),
-            the import's ``fusion`` (default ``"rules"``), ``mapping`` (default ``"rules"``)
-            and ``weights_nz`` (default True: constant matmul weights stored in the Cube's
-            fractal format), and the verifier's ``jitter`` (default 1) and ``numeric``
-            (default True).
+            the import's ``fusion`` (default ``"rules"``), ``mapping`` (default ``"rules"``),
+            ``weights_nz`` (default True: constant matmul weights stored in the Cube's fractal
+            format) and ``dtype`` (``"float16"``, default; ``"bfloat16"``; ``"float32"``), and the
+            verifier's ``jitter`` (default 1) and ``numeric`` (default True).
 
         Raises
         ------
@@ -120,7 +123,8 @@ class StaticschedBackend(Backend):
             options.pop(key, None)
         imported = import_model(model, hw, fusion=str(options.pop("fusion", "rules")),
                                 mapping=str(options.pop("mapping", "rules")),
-                                weights_nz=bool(options.pop("weights_nz", True)))
+                                weights_nz=bool(options.pop("weights_nz", True)),
+                                dtype=str(options.pop("dtype", "float16")))
         compiled = compile_graph(imported.graph, hw, **options)
         # what runs is what was emitted: the program's file text, read back
         program = loads_program(dumps_program_json(compiled.program), "<emitted program>")

@@ -18,7 +18,7 @@ from staticsched.options import DEFAULT_OP_BUDGET
 
 def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion: str = "rules",
                  mapping: str = "rules", op_budget: int | None = DEFAULT_OP_BUDGET,
-                 weights_nz: bool = True) -> Imported:
+                 weights_nz: bool = True, dtype: str = "float16") -> Imported:
     """Import an ONNX model (a path or an ``onnx.ModelProto``) as a TaskGraph.
 
     The model is upgraded to opset 17 when older than 13, shape-inferred and constant-folded;
@@ -47,6 +47,11 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
         (``"layout": "NZ"``), as frameworks convert them once at load time: their loads then
         need no ND -> NZ conversion (the hardware's ``nd2nz_derate``). False keeps every
         tensor ND. The values stay row-major either way.
+    dtype
+        What the graph computes in: ``"float16"`` (default), ``"bfloat16"`` or ``"float32"``.
+        Every tensor is declared with it, the weights are rounded to it, and the model's
+        float16/float32 inputs are rounded to it on the way in (its outputs come back in their
+        own dtype).
 
     Returns
     -------
@@ -58,7 +63,7 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
     staticsched.errors.ModelError
         One line per problem: the node, its op type and opset, and what is unsupported.
     """
-    imported = import_unfused(model, weights_nz=weights_nz)
+    imported = import_unfused(model, dtype, weights_nz=weights_nz)
     if hw is None:
         return imported
     hw = load_hardware(hw)

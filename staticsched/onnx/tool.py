@@ -74,10 +74,11 @@ class ImportResult:
 
 
 def import_for_schedule(model: Any, hw: Hardware, *, fusion: str, budget: int | None,
-                        mapping: str = "rules", weights_nz: bool = True) -> ImportResult:
+                        mapping: str = "rules", weights_nz: bool = True,
+                        dtype: str = "float16") -> ImportResult:
     """Import ``model`` with :func:`staticsched.onnx.import_model` for the CLI."""
     imported = import_model(model, hw, fusion=fusion, mapping=mapping, op_budget=budget,
-                            weights_nz=weights_nz)
+                            weights_nz=weights_nz, dtype=dtype)
     name = Path(model).name if isinstance(model, (str, Path)) else "<ModelProto>"
     return ImportResult(imported, hw, name)
 

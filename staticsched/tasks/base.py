@@ -132,6 +132,18 @@ class ReadContext:
             return default
         return get_number(body, key, self.where, self.pr)
 
+    def operand_dtype(self, operands: Sequence[tuple[str, TensorDecl | None]]) -> str:
+        """The one dtype of a task's operands (``(key, tensor)`` pairs, None skipped): the
+        first one's; one line when the others differ (a task computes in one dtype)."""
+        known = [(key, t) for key, t in operands if t is not None]
+        if not known:
+            return "float16"
+        dtype = known[0][1].dtype
+        if any(t.dtype != dtype for _, t in known):
+            listed = ", ".join(f"{key} '{t.name}' is {t.dtype}" for key, t in known)
+            self.add(f"operands of different dtypes ({listed}); a task's operands share one dtype")
+        return dtype
+
     def not_own_output(self, reads: Sequence[str], out: str) -> None:
         for name in sorted(set(reads)):
             if name == out:
@@ -300,9 +312,10 @@ def hardware_needs(
     paths: Sequence[tuple[str, str]] = (),
     cube: bool = False,
     vector: bool = False,
+    cube_dtype: str = "float16",
 ) -> list[str]:
     """Problem lines for what ``hw`` lacks: spaces playing ``roles``, transfer ``paths``
-    between roles, a ``[cube]`` with fp16 rates, a ``[vector]``."""
+    between roles, a ``[cube]`` with a rate for ``cube_dtype``, a ``[vector]``."""
     from staticsched.model.hardware import ROLES
 
     w = f"hardware '{hw.name}' cannot run task '{task_id}'"
@@ -318,8 +331,8 @@ def hardware_needs(
             lines.append(f"{w}: no transfer path {s}->{d} in [[paths]]")
     if cube and hw.cube is None:
         lines.append(f"{w}: no [cube] section")
-    elif cube and hw.cube is not None and "float16" not in dict(hw.cube.macs_per_cycle):
-        lines.append(f"{w}: [cube] has no macs_per_cycle for float16")
+    elif cube and hw.cube is not None and cube_dtype not in dict(hw.cube.macs_per_cycle):
+        lines.append(f"{w}: [cube] has no macs_per_cycle for {cube_dtype}")
     if vector and hw.vector is None:
         lines.append(f"{w}: no [vector] section")
     return lines

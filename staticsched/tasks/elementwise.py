@@ -6,7 +6,9 @@ is ``[N]`` (one value per column), a ``row`` input is ``[..., M, 1]`` (one value
 
 Lowering: the output is cut into row tiles that fit the vector buffer double buffered (or,
 when one row does not fit, into column spans of one row); each tile loads its inputs
-(GM -> vector buffer), runs the op in place on the first input's tile and stores it.
+(GM -> vector buffer), runs the op in place on the first input's tile and stores it. The
+inputs share one dtype; an output of another dtype gets a tile of its own, which the op
+writes (a ``cast`` task converts between dtypes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from staticsched._fields import check_keys
 from staticsched.errors import TilingError
+from staticsched.model.dtypes import itemsize, numpy_dtype
 from staticsched.model.hardware import Hardware, round_up
 from staticsched.model.vecops import USER_OPS, VECOPS, extent
 from staticsched.tasks.base import (
@@ -38,7 +41,6 @@ from staticsched.tasks.builder import FP16, Builder
 
 #: ops an elementwise task may name: every user op that keeps the tile's shape
 OPS = tuple(name for name in USER_OPS if not VECOPS[name].reduces)
-ELEM_BYTES = 2
 
 _KEYS = ("id", "type", "op", "inputs", "out", "value")
 
@@ -56,10 +58,18 @@ class ElementwiseTask:
     rows: int
     cols: int
     value: float | None = None
+    #: the inputs' dtype and the output's (another: the op writes a tile of its own)
+    dtype: str = FP16
+    out_dtype: str = FP16
 
     @property
     def reads(self) -> tuple[str, ...]:
         return self.inputs
+
+    @property
+    def converts(self) -> bool:
+        """Whether the output's dtype differs from the inputs' (its own tile)."""
+        return self.out_dtype != self.dtype
 
     @property
     def writes(self) -> tuple[str, ...]:
@@ -95,6 +105,7 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> ElementwiseTask | None:
             ctx.add(f"input '{t.name}' is {fmt_shape(t.shape)}, expected {fmt_shape(want)} "
                     f"(from out '{out.name}' {fmt_shape(out.shape)})")
     ctx.not_own_output([t.name for t in inputs if t is not None], out.name)
+    dtype = ctx.operand_dtype([(f"input {j}", t) for j, t in enumerate(inputs)])
     return ElementwiseTask(
         id=ctx.task_id,
         op=op,
@@ -103,6 +114,8 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> ElementwiseTask | None:
         rows=rows,
         cols=cols,
         value=value,
+        dtype=dtype,
+        out_dtype=out.dtype,
     )
 
 
@@ -128,11 +141,12 @@ def derive_row_tiling(task: ElementwiseTask, hw: Hardware) -> RowTiling:
 
     The op runs in place on its first input's tile, so the working set is one tile per input
     of the op's operand form (a ``col`` operand is one row of the tile's width, a ``row``
-    operand one column of its height), each rounded up to the buffer's alignment, times two
-    buffers. Tiles take full rows when a row fits, as many rows as fit but at most
-    ``ceil(rows / (2 * cores))`` so that every core gets work and has a second tile to overlap
-    with; when a single row does not fit, tiles are one row of the widest column span (a
-    multiple of the alignment in elements) that does.
+    operand one column of its height) in the inputs' dtype, and the output's own tile when
+    its dtype differs, each rounded up to the buffer's alignment, times two buffers. Tiles take
+    full rows when a row fits, as many rows as fit but at most ``ceil(rows / (2 * cores))`` so
+    that every core gets work and has a second tile to overlap with; when a single row does
+    not fit, tiles are one row of the widest column span (a multiple of the alignment in
+    elements) that does.
 
     Raises
     ------
@@ -140,20 +154,23 @@ def derive_row_tiling(task: ElementwiseTask, hw: Hardware) -> RowTiling:
         When not even one row of one alignment unit fits.
     """
     cap, align = vector_capacity(hw)
+    elem = itemsize(task.dtype)
     # the op's working set: a tile per operand of its form, and its scratch tiles
     forms = VECOPS[task.op].operands + ("full",) * VECOPS[task.op].scratch
 
     def fits(rows: int, cols: int) -> bool:
         if cap == 0:
             return True
-        need = sum(round_up(math.prod(extent(f, rows, cols)) * ELEM_BYTES, align) for f in forms)
+        need = sum(round_up(math.prod(extent(f, rows, cols)) * elem, align) for f in forms)
+        if task.converts:
+            need += round_up(rows * cols * itemsize(task.out_dtype), align)
         return 2 * need <= cap
 
     if fits(1, task.cols):
         rows_fit = largest(1, task.rows, lambda r: fits(r, task.cols))
         spread = math.ceil(task.rows / (2 * len(hw.engine_cores("vector"))))
         return RowTiling(max(1, min(rows_fit, spread)), task.cols)
-    granule = max(1, align // ELEM_BYTES)
+    granule = max(1, align // elem)
     if not fits(1, granule):
         raise TilingError(
             f"task '{task.id}': {hw.role('vector')} {cap} B cannot hold {len(task.inputs)} input tile(s) of "
@@ -204,12 +221,13 @@ class ElementwisePlan(RowGrid):
                     shape = extent(form, r1 - r0, c1 - c0)
                     rows = (0, 1) if form == "col" else (r0, r1)
                     region = (rows, (0, 1) if form == "row" else (c0, c1))
-                    tile = em.item(f"{p}.in{j}", "vector", FP16, shape)
+                    tile = em.item(f"{p}.in{j}", "vector", task.dtype, shape)
                     em.load(f"{p}.load{j}", core, tile, name, region)
                     tiles.append(tile)
                 extent_ = (r1 - r0, c1 - c0)
-                em.vec(f"{p}.{task.op}", core, task.op, tiles, tiles[0], extent_, scalar=task.value)
-                em.store(f"{p}.store", core, tiles[0], task.out, ((r0, r1), (c0, c1)))
+                out = em.item(f"{p}.out", "vector", task.out_dtype, extent_) if task.converts else tiles[0]
+                em.vec(f"{p}.{task.op}", core, task.op, tiles, out, extent_, scalar=task.value)
+                em.store(f"{p}.store", core, out, task.out, ((r0, r1), (c0, c1)))
 
 
 def plan(task: ElementwiseTask, hw: Hardware) -> ElementwisePlan:
@@ -225,10 +243,10 @@ def needs(task: ElementwiseTask, hw: Hardware) -> list[str]:
 
 
 def reference(task: ElementwiseTask, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """fp32 from the fp16 inputs, rounded to fp16 (the vector buffer's tile)."""
+    """fp32 from the inputs, rounded to the output's dtype (the vector buffer's tile)."""
     args = [env[name].astype(np.float32) for name in task.inputs]
     value = task.value if task.value is not None else 0.0
-    return {task.out: VECOPS[task.op].apply(args, {"scalar": value}).astype(np.float16)}
+    return {task.out: VECOPS[task.op].apply(args, {"scalar": value}).astype(numpy_dtype(task.out_dtype))}
 
 
 def positive_inputs(task: ElementwiseTask) -> tuple[str, ...]:

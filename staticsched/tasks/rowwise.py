@@ -23,6 +23,7 @@ import numpy as np
 
 from staticsched._fields import check_keys, get_int, get_mapping
 from staticsched.errors import TilingError
+from staticsched.model.dtypes import itemsize, numpy_dtype
 from staticsched.model.hardware import Hardware, round_up
 from staticsched.tasks.base import (
     ReadContext,
@@ -64,6 +65,8 @@ class RowwiseTask:
     eps: float | None = None
     axis: int = -1
     tiling: RowTiling | None = None
+    #: the dtype of the input, gamma, beta and output (the statistics and work tiles are fp32)
+    dtype: str = FP16
 
     @property
     def rowop(self) -> RowOp:
@@ -137,9 +140,13 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> RowwiseTask | None:
         ctx.add(f"out '{out.name}' is {fmt_shape(out.shape)}, expected {fmt_shape(want)} "
                 f"('{op}' of input '{x.name}' {fmt_shape(x.shape)})")
     ctx.not_own_output([x.name, *params.values()], out.name)
+    dtype = ctx.operand_dtype([("input", x), *((key, ctx.tensors.get(name)) for key, name in params.items())])
+    if out.dtype != dtype:
+        ctx.add(f"out '{out.name}' is {out.dtype} but input '{x.name}' is {dtype}; a rowwise task writes "
+                f"its input's dtype (convert with an elementwise 'cast' task)")
     return RowwiseTask(id=ctx.task_id, op=op, input=x.name, out=out.name, rows=rows, cols=cols,
                        gamma=params.get("gamma", ""), beta=params.get("beta", ""), eps=eps, axis=axis,
-                       tiling=tiling)
+                       tiling=tiling, dtype=dtype)
 
 
 def to_dict(task: RowwiseTask) -> dict[str, Any]:
@@ -162,19 +169,20 @@ def to_dict(task: RowwiseTask) -> dict[str, Any]:
 
 
 def working_set(task: RowwiseTask, rows: int, cols: int, align: int) -> int:
-    """Bytes one tile of ``rows x cols`` needs in the vector buffer (one buffer): the fp16 block,
-    its fp32 work tile, gamma/beta blocks, the ``[rows, 1]`` output of a row reduction and
-    :data:`STATS` fp32 statistics, each rounded up to the alignment."""
+    """Bytes one tile of ``rows x cols`` needs in the vector buffer (one buffer): the block (in
+    the task's dtype), its fp32 work tile, gamma/beta blocks, the ``[rows, 1]`` output of a row
+    reduction and :data:`STATS` fp32 statistics, each rounded up to the alignment."""
 
     def a(n: int) -> int:
         return round_up(n, align)
 
-    total = a(rows * cols * 2)
+    e = itemsize(task.dtype)
+    total = a(rows * cols * e)
     if task.rowop.uses_work(bool(task.gamma)):
         total += a(rows * cols * 4)
-    total += sum(a(cols * 2) for p in (task.gamma, task.beta) if p)
+    total += sum(a(cols * e) for p in (task.gamma, task.beta) if p)
     if task.rowop.out == "row":
-        total += a(rows * 2)
+        total += a(rows * e)
     return total + STATS * a(rows * 4)
 
 
@@ -208,7 +216,7 @@ def derive_tiling(task: RowwiseTask, hw: Hardware) -> RowTiling:
         while r < min(task.rows, spread) and fits(r + 1, task.cols):
             r += 1
         return RowTiling(r, task.cols)
-    granule = max(1, align // 2)
+    granule = max(1, align // itemsize(task.dtype))
     r = min(task.rows, spread, 16)
     while r > 1 and not fits(r, granule):
         r = max(1, r // 2)
@@ -282,20 +290,20 @@ class RowwisePlan(RowGrid):
             p = f"{task.id}.t{t}"
             rows = r1 - r0
             ctx = Ctx(em, core, p, rows, rows, task.cols)
-            out_tile = em.item(f"{p}.out", "vector", FP16, (rows, 1)) if rop.out == "row" else ""
+            out_tile = em.item(f"{p}.out", "vector", task.dtype, (rows, 1)) if rop.out == "row" else ""
 
             def load(j: int, pas: int, *, r0=r0, r1=r1, p=p, core=core) -> Block:
                 c0, c1 = col_spans[j]
                 q = f"{p}.j{j}" if self.streamed else p
                 sfx = f"{pas}" if self.streamed else ""
-                x = em.item(f"{q}.x{sfx}", "vector", FP16, (r1 - r0, c1 - c0))
+                x = em.item(f"{q}.x{sfx}", "vector", task.dtype, (r1 - r0, c1 - c0))
                 em.load(f"{q}.load{sfx}", core, x, task.input, ((r0, r1), (c0, c1)))
                 params = {}
                 if pas == 2 or not self.streamed:
                     for key in ("gamma", "beta"):
                         name = getattr(task, key)
                         if name:
-                            params[key] = em.item(f"{q}.{key}", "vector", FP16, (1, c1 - c0))
+                            params[key] = em.item(f"{q}.{key}", "vector", task.dtype, (1, c1 - c0))
                             em.load(f"{q}.load_{key}", core, params[key], name, ((0, 1), (c0, c1)))
                 return Block(x, c1 - c0, gamma=params.get("gamma", ""), beta=params.get("beta", ""),
                              work=f"{q}.w{sfx}" if work or (self.streamed and task.op == "softmax") else "")
@@ -329,11 +337,11 @@ def needs(task: RowwiseTask, hw: Hardware) -> list[str]:
 
 
 def reference(task: RowwiseTask, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """fp32 from the fp16 input, rounded to the fp16 output."""
+    """fp32 from the input, rounded to the output's dtype."""
     g = env[task.gamma] if task.gamma else None
     b = env[task.beta] if task.beta else None
     y = task.rowop.reference(env[task.input], g, b, task.epsilon)
-    return {task.out: y.astype(np.float16)}
+    return {task.out: y.astype(numpy_dtype(task.dtype))}
 
 
 KIND = TaskKind(

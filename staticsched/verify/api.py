@@ -94,8 +94,8 @@ def verify(
         Replay the data with NumPy and compare every written GM tensor against the reference
         of the program's source TaskGraph.
     tolerance
-        Max element error allowed by the numeric comparison (default
-        :data:`staticsched.verify.numeric.DEFAULT_TOLERANCE`).
+        Max element error allowed by the numeric comparison (default: by each compared
+        tensor's dtype, :data:`staticsched.verify.numeric.DEFAULT_TOLERANCES`; 2e-2 for fp16).
 
     Returns
     -------
@@ -111,7 +111,7 @@ def verify(
         model. Problems *inside* a well-formed program are findings, not exceptions.
     """
     _check_args(jitter, seed, tolerance)
-    tol = numreplay.DEFAULT_TOLERANCE if tolerance is None else float(tolerance)
+    tol = None if tolerance is None else float(tolerance)
     hw = load_hardware(hw)
     if isinstance(program, str | Path):
         program = _load_program(program)
@@ -124,7 +124,8 @@ def verify(
         return _verify(program, hw, jitter, seed, numeric, tol)
 
 
-def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: bool, tol: float) -> Report:
+def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: bool,
+            tol: float | None) -> Report:
 
     clock = _Timer()
     found: dict[str, list[Finding]] = {c: [] for c in CHECKS}
@@ -141,7 +142,7 @@ def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
             reference.close()
 
 
-def _checks(program: Program, hw: Hardware, jitter: int, seed: int, numeric: bool, tol: float,
+def _checks(program: Program, hw: Hardware, jitter: int, seed: int, numeric: bool, tol: float | None,
             clock: _Timer, found: dict[str, list[Finding]], reference: Reference | None) -> Report:
     ix = clock.run("index", ProgramIndex, program, hw)
     found["input"].extend(ix.problems)
@@ -338,16 +339,19 @@ def _numeric_finish(
     ix: ProgramIndex,
     rep: Replay,
     started: tuple[numreplay.Pending, dict[str, np.ndarray]],
-    tolerance: float,
+    tolerance: float | None,
     found: dict[str, list[Finding]],
     stats: dict[str, Any],
 ) -> None:
     """Finish the numeric replay and compare it against the reference: its findings into
-    ``found``, its verdict into ``stats``."""
+    ``found``, its verdict into ``stats``. Without a ``tolerance`` each tensor is compared with
+    its dtype's (:func:`~staticsched.verify.numeric.default_tolerance`); ``numeric_tolerance``
+    is the loosest one applied."""
     pending, ref = started
     gm, errors = pending.finish()
     found["numeric"].extend(errors)
     worst = 0.0
+    used: list[float] = []
     for name in numreplay.written_tensors(ix):
         if name not in ref:
             found["numeric"].append(
@@ -358,7 +362,9 @@ def _numeric_finish(
                 )
             )
             continue
-        err, f = numreplay.compare(ix, rep, name, gm[name], np.asarray(ref[name]), tolerance)
+        tol = numreplay.default_tolerance(ix.tensors[name].dtype) if tolerance is None else tolerance
+        used.append(tol)
+        err, f = numreplay.compare(ix, rep, name, gm[name], np.asarray(ref[name]), tol)
         worst = max(worst, err)
         if f is not None:
             found["numeric"].append(f)
@@ -368,4 +374,5 @@ def _numeric_finish(
         )
     stats["numeric"] = "ok" if not found["numeric"] else "mismatch"
     stats["numeric_max_error"] = float(f"{worst:.6g}") if math.isfinite(worst) else "inf"
-    stats["numeric_tolerance"] = tolerance
+    stats["numeric_tolerance"] = max(used, default=numreplay.DEFAULT_TOLERANCE if tolerance is None
+                                     else tolerance)

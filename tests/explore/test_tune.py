@@ -40,6 +40,13 @@ def _matmul(m: int, k: int, n: int, epilogue=(), *, transpose_b=False, batch=())
 SMALL = _matmul(64, 80, 48, [{"op": "bias", "tensor": "b"}, {"op": "relu"}])
 
 
+def _in_dtype(graph: dict, dtype: str, out: str | None = None) -> dict:
+    """``graph`` with every tensor of ``dtype``, the output of ``out``."""
+    tensors = {name: dict(t, dtype=out if out and name == "y" else dtype)
+               for name, t in graph["tensors"].items()}
+    return dict(graph, tensors=tensors)
+
+
 def _with(tg, tiling):
     return attrs.evolve(tg, tasks=[attrs.evolve(tg.tasks[0], tiling=tiling)])
 
@@ -82,8 +89,10 @@ def test_enumeration_is_exactly_the_legal_tilings():
         SMALL,
         _matmul(100, 70, 90, [{"op": "add", "tensor": "r"}], transpose_b=True),
         _matmul(40, 48, 56, [{"op": "softmax"}], batch=(2,)),
+        _in_dtype(SMALL, "float32"),
+        _in_dtype(SMALL, "float32", "float16"),
     ],
-    ids=["bias", "transposed-add", "batched-softmax"],
+    ids=["bias", "transposed-add", "batched-softmax", "fp32", "fp32-to-fp16"],
 )
 def test_cheap_bound_never_exceeds_the_solvers(graph):
     tg = taskgraph_from_dict(graph)

@@ -245,7 +245,9 @@ def _tensor_set(name: str, body):
         (lambda d: d.update(tasks={"mm": {}}), ["g.json: 'tasks' must be a list"]),
         (lambda d: d.update(tasks=[]), ["g.json: 'tasks' is empty"]),
         (lambda d: d["tasks"].append("act3"), ["tasks[3]: must be an object, got str"]),
-        (_tensor_set("x", {"shape": [256, 256], "dtype": "float32"}), ["tensor 'x': dtype 'float32'"]),
+        (_tensor_set("x", {"shape": [256, 256], "dtype": "int8"}), ["tensor 'x': dtype 'int8'"]),
+        (_tensor_set("x", {"shape": [256, 256], "dtype": "float32"}),
+         ["task 'mm': operands of different dtypes", "a 'x' is float32", "b 'w' is float16"]),
         # ops
         (_task_set("act", "op", "sinh"), ["task 'act': 'op' = 'sinh' is not one of"]),
         (_step_set(3, "op", "logsoftmax"), ["task 'mm': epilogue[3]: 'op' = 'logsoftmax' is not one of"]),

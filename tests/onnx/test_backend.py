@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from onnx.reference import ReferenceEvaluator
 
 from staticsched.cli import main
 from staticsched.errors import InputError
+from staticsched.frontend.taskgraph import load_taskgraph
 from staticsched.onnx.backend import StaticschedBackend
 
 RTOL = ATOL = 2.0**-7
@@ -88,3 +91,77 @@ def test_weights_nz_changes_the_cost_not_the_numbers():
     x2 = np.zeros((2, 16, 1), np.float32)
     for a, b in zip(nz.run([x, x2]), nd.run([x, x2]), strict=True):
         assert np.array_equal(a, b)
+
+
+def test_float32_import_matches_onnx_reference_within_1e_5():
+    """``dtype="float32"``: every tensor fp32 (the Cube at its fp32 rate), so the program's
+    outputs match ONNX's reference to fp32 accuracy (the conformance suite's tolerance stays
+    the fp16 one)."""
+    m = _mlp()
+    rep = StaticschedBackend.prepare(m, hw="seed-davinci", method="list", jitter=1, dtype="float32")
+    assert rep.report.ok and rep.report.stat["numeric_tolerance"] == 1e-3
+    assert {t.dtype for t in rep.imported.graph.tensors} == {"float32"}
+    assert {v.dtype for v in rep.imported.graph.constants.values()} == {np.dtype(np.float32)}
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-1, 1, (2, 16, 24)).astype(np.float32)
+    x2 = rng.uniform(-1, 1, (2, 16, 1)).astype(np.float32)
+    want = ReferenceEvaluator(m).run(None, {"x": x, "x2": x2})
+    got = rep.run([x, x2])
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("hw", ["seed-davinci", "ascend-a2"])
+def test_bfloat16_import_runs_in_bf16(hw):
+    m = _mlp()
+    rep = StaticschedBackend.prepare(m, hw=hw, method="list", jitter=1, dtype="bfloat16")
+    assert rep.report.ok and rep.report.stat["numeric_tolerance"] == 2.0**-4
+    assert {it.dtype for it in rep.program.items} >= {"bfloat16"}
+    assert "float16" not in {it.dtype for it in rep.program.items}
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, (2, 16, 24)).astype(np.float32)
+    x2 = rng.uniform(-1, 1, (2, 16, 1)).astype(np.float32)
+    want = ReferenceEvaluator(m).run(None, {"x": x, "x2": x2})
+    for g, w in zip(rep.run([x, x2]), want, strict=True):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=2.0**-4, atol=2.0**-6)  # bf16: 8 bits of mantissa
+
+
+def test_import_dtype_option_writes_tensors_and_weights_in_it(tmp_path, capsys):
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(_mlp().SerializeToString())
+    out = tmp_path / "mlp.json"
+    assert main(["import", str(path), "--hw", "seed-davinci", "-o", str(out), "--dtype", "bfloat16"]) == 0
+    doc = json.loads(out.read_text())
+    assert {t["dtype"] for t in doc["tensors"].values()} == {"bfloat16"}
+    npz = np.load(tmp_path / "mlp.npz")
+    assert {npz[k].dtype for k in npz.files} == {np.dtype("<u2")}  # bf16 as its bits
+    tg = load_taskgraph(out)
+    assert {v.dtype.name for v in tg.constants.values()} == {"bfloat16"}
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["import", str(path), "--hw", "seed-davinci", "-o", str(out), "--dtype", "float64"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'float64'" in capsys.readouterr().err
+
+
+def test_schedule_an_onnx_model_in_float32(tmp_path, capsys):
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(_mlp().SerializeToString())
+    out = tmp_path / "out"
+    args = ["schedule", str(path), "--hw", "ascend-a2", "-o", str(out), "-q", "--method", "list",
+            "--dtype", "float32"]
+    assert main(args) == 0
+    assert "verification : clean" in capsys.readouterr().out
+    program = json.loads((out / "program.json").read_text())
+    assert {t["dtype"] for t in program["tensors"]} == {"float32"}
+    assert "float16" not in {it["dtype"] for it in program["items"]}
+
+
+def test_an_unknown_import_dtype_is_one_line():
+    from staticsched.onnx import import_model
+
+    with pytest.raises(InputError) as exc:
+        import_model(_mlp(), dtype="int8")
+    assert list(exc.value.problems) == ["import: dtype 'int8' is not one of float16, bfloat16, float32"]

@@ -55,7 +55,7 @@ def test_ascend_a2_is_24_clusters_of_one_aic_and_two_aivs():
         512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024, 192 * 1024]
     assert hw.path("L1", "L0A").bytes_per_cycle == 256 and hw.path("L1", "L0B").bytes_per_cycle == 128
     assert not hw.has_path("L0C", "UB") and not hw.has_path("UB", "L1")  # no on-chip path AIC <-> AIV
-    assert dict(hw.cube.macs_per_cycle) == {"float16": 4096}
+    assert dict(hw.cube.macs_per_cycle) == {"bfloat16": 4096, "float16": 4096, "float32": 1024}
     s = hw.sync
     assert (s.cross_core_capacity, s.cross_core_modes, s.cross_core_wait_stalls_core) == (15, (0, 1, 2), True)
     assert s.cross_core_ids_per_core == 8

@@ -12,13 +12,13 @@ from typing import Any
 
 import attrs
 
-from staticsched.errors import ModelError, StaticschedError
+from staticsched.errors import InputError, ModelError, StaticschedError
 from staticsched.frontend.onnx_import.load import load_net
 from staticsched.frontend.onnx_import.patterns import recover
-from staticsched.frontend.onnx_import.translate import Binding, Translator
+from staticsched.frontend.onnx_import.translate import IMPORT_DTYPES, Binding, Translator
 from staticsched.frontend.taskgraph import TaskGraph, taskgraph_from_dict
 
-__all__ = ["Binding", "Imported", "import_unfused"]
+__all__ = ["IMPORT_DTYPES", "Binding", "Imported", "import_unfused"]
 
 
 @attrs.frozen
@@ -44,8 +44,9 @@ class Imported:
     mapping: str = ""
 
 
-def import_unfused(model: Any, *, weights_nz: bool = True) -> Imported:
-    """One task per computing node of ``model`` (a path or an ``onnx.ModelProto``).
+def import_unfused(model: Any, dtype: str = "float16", *, weights_nz: bool = True) -> Imported:
+    """One task per computing node of ``model`` (a path or an ``onnx.ModelProto``), every tensor
+    declared with ``dtype`` (one of :data:`IMPORT_DTYPES`) and every weight rounded to it.
 
     With ``weights_nz`` the constant weights a Cube matmul reads as its ``b`` are declared in
     the Cube's fractal format (``"layout": "NZ"``, :func:`nz_weights`), as frameworks convert
@@ -55,16 +56,21 @@ def import_unfused(model: Any, *, weights_nz: bool = True) -> Imported:
     ------
     ModelError
         One line naming the node, its op type and opset for what is outside the supported set.
+    InputError
+        An unknown ``dtype``.
     """
+    if dtype not in IMPORT_DTYPES:
+        raise InputError(f"import: dtype {dtype!r} is not one of {', '.join(IMPORT_DTYPES)}")
     loaded = load_net(model)
     net = recover(loaded)
     before = Counter(n.op for n in loaded.nodes)
     recovered = {op: c - before.get(op, 0) for op, c in sorted(Counter(n.op for n in net.nodes).items())
                  if c > before.get(op, 0)}
-    tr = Translator(net)
+    tr = Translator(net, dtype)
     ins, outs = tr.run()
     doc = {"format": "staticsched.taskgraph", "version": 1,
-           "tensors": {name: {"shape": list(shape)} for name, shape in sorted(tr.tensors.items())},
+           "tensors": {name: {"shape": list(shape), "dtype": dtype}
+                       for name, shape in sorted(tr.tensors.items())},
            "tasks": tr.tasks}
     if not tr.tasks:
         raise ModelError("model: nothing to compute (every output is a constant)")

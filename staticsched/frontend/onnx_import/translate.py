@@ -31,10 +31,14 @@ import numpy as np
 from staticsched.errors import ModelError
 from staticsched.frontend.onnx_import.load import Net, Node
 from staticsched.frontend.onnx_import.patterns import ATTENTION
+from staticsched.model.dtypes import COMPUTE_DTYPES, as_dtype
 
 MAX_RANK = 4
-#: ONNX element types computed in the hardware's float16
+#: ONNX element types of a model's inputs and outputs: computed in the import's dtype
+#: (``float16`` unless asked otherwise), returned in their own
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float16))
+#: the dtypes an import may compute in (every tensor of the TaskGraph is declared with it)
+IMPORT_DTYPES = tuple(COMPUTE_DTYPES)
 
 _NAME_OK = re.compile(r"[^A-Za-z0-9_:/+\-\[\]#@]")
 
@@ -75,10 +79,12 @@ def declared(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 class Translator:
-    """Walks the net's nodes in order and writes the TaskGraph document."""
+    """Walks the net's nodes in order and writes the TaskGraph document; every tensor is
+    declared with ``dtype`` and every constant rounded to it."""
 
-    def __init__(self, net: Net) -> None:
+    def __init__(self, net: Net, dtype: str = "float16") -> None:
         self.net = net
+        self.dtype = dtype
         self.env: dict[str, GM | np.ndarray] = dict(net.consts)
         self.tensors: dict[str, tuple[int, ...]] = {}
         self.constants: dict[str, np.ndarray] = {}
@@ -123,7 +129,7 @@ class Translator:
         name = self.fresh(base)
         self.tensors[name] = declared(shape)
         held = rows_cols(declared(shape))
-        self.constants[name] = np.ascontiguousarray(value.astype(np.float16).reshape(held))
+        self.constants[name] = as_dtype(value.reshape(held), self.dtype)
         self._const_names[key] = name
         return GM(name, shape)
 
@@ -149,7 +155,7 @@ class Translator:
             dtype = self.net.dtypes.get(name)
             if dtype not in FLOAT_TYPES:
                 raise ModelError(f"input '{name}': dtype {dtype} is not supported (float32 and float16 "
-                                 f"inputs are computed in float16)")
+                                 f"inputs are computed in {self.dtype})")
             shape = self.shape(name)
             t = self.fresh(name)
             self.tensors[t] = declared(shape)

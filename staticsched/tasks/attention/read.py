@@ -12,6 +12,7 @@ from staticsched.tasks.base import (
     ReadContext,
     fmt_shape,
 )
+from staticsched.tasks.builder import FP16
 
 _KEYS = ("id", "type", "q", "k", "v", "out", "causal", "heads", "mask", "scale", "tiling")
 _TILING_KEYS = ("block_q", "block_kv")
@@ -68,6 +69,10 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> AttentionTask | None:
             ctx.add(f"mask '{mask.name}' is {fmt_shape(mask.shape)}: expected one row of Sk = {sk} keys per "
                     f"batch element ({batch} rows: a 2-D view [{batch}, {sk}]) or one shared row ([1, {sk}])")
     ctx.not_own_output([q.name, k.name, v.name] + ([mask.name] if mask is not None else []), out.name)
+    named = (("q", q), ("k", k), ("v", v), ("mask", mask), ("out", out))
+    others = [f"{key} '{t.name}' is {t.dtype}" for key, t in named if t is not None and t.dtype != FP16]
+    if others:
+        ctx.add(f"attention runs in float16 only ({', '.join(others)})")
     return AttentionTask(id=ctx.task_id, q=q.name, k=k.name, v=v.name, out=out.name,
                          heads=batch * packed, sq=sq, sk=sk, d=d, dv=dv, causal=causal, scale=scale,
                          tiling=tiling, packed=packed, mask=mask.name if mask is not None else "",

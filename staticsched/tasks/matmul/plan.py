@@ -16,7 +16,7 @@ from staticsched.tasks.base import (
     hardware_needs,
     spans,
 )
-from staticsched.tasks.builder import FP16, FP32, Builder, balance_cores
+from staticsched.tasks.builder import FP32, Builder, balance_cores
 from staticsched.tasks.matmul import vector
 from staticsched.tasks.matmul.split import BlockSink, SplitEpilogue, halves, load_operands
 from staticsched.tasks.matmul.splitk import SplitK, chunks, pieces, reducers_per_chunk
@@ -130,6 +130,8 @@ class MatmulPlan(SpanGrid):
         rate_a = rate if task.a_nz else derated
         rate_b = rate if task.b_nz else derated
         k_pad = sum(round_up(k1 - k0, fk) for k0, k1 in self.k_spans)
+        macs_per_cycle = dict(cube.macs_per_cycle).get(task.dtype, 1)
+        elem = task.elem_bytes
         # the spans once: they are properties, and cost() runs per group (tuning asks for
         # thousands of tilings' work)
         m_spans, n_spans = self.m_spans, self.n_spans
@@ -140,9 +142,9 @@ class MatmulPlan(SpanGrid):
             ns = [n_spans[j] for j in cols]
             area = sum(round_up(m1 - m0, fm) * round_up(n1 - n0, fn) for m0, m1 in ms for n0, n1 in ns)
             macs = area * k_pad
-            cycles = -(-macs // dict(cube.macs_per_cycle).get("float16", 1))
-            a_bytes = sum(m1 - m0 for m0, m1 in ms) * task.k * 2
-            b_bytes = sum(n1 - n0 for n0, n1 in ns) * task.k * 2
+            cycles = -(-macs // macs_per_cycle)
+            a_bytes = sum(m1 - m0 for m0, m1 in ms) * task.k * elem
+            b_bytes = sum(n1 - n0 for n0, n1 in ns) * task.k * elem
             if rate_a == rate_b == rate:
                 return max(cycles, math.ceil((a_bytes + b_bytes) / rate))
             return max(cycles, math.ceil(a_bytes / rate_a + b_bytes / rate_b))
@@ -214,7 +216,7 @@ class MatmulPlan(SpanGrid):
                 for key in ("gamma", "beta"):
                     name = getattr(step, key)
                     if name:
-                        params[key] = em.item(f"{t.p}.e{i}.{key}", "vector", FP16, (1, t.pn))
+                        params[key] = em.item(f"{t.p}.e{i}.{key}", "vector", task.dtype, (1, t.pn))
                         em.load(f"{t.p}.e{i}.load_{key}", t.core, params[key], name, ((0, 1), t.ns))
                 tiles.append(Block(t.ub, t.cols, gamma=params.get("gamma", ""), beta=params.get("beta", "")))
             ctx = Ctx(em, first.core, f"{task.id}.r{pi}.e{i}", rows, first.pm, task.n)
@@ -244,7 +246,7 @@ class MatmulPlan(SpanGrid):
             l1a = []
             for i, row in enumerate(grid):
                 (m0, m1), q = row[0][1], f"{p[i][0]}.k{s}"
-                l1a.append(em.item(f"{q}.l1a", "operand", FP16, (pad_m[i], pk)))
+                l1a.append(em.item(f"{q}.l1a", "operand", task.dtype, (pad_m[i], pk)))
                 if task.transpose_a:
                     em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + k0, a_off + k1), (m0, m1)),
                             transpose=True, nd2nz=not task.a_nz)
@@ -254,7 +256,7 @@ class MatmulPlan(SpanGrid):
             l1b = []
             for j, (_, _, (n0, n1)) in enumerate(grid[0]):
                 q = f"{p[0][j]}.k{s}"
-                l1b.append(em.item(f"{q}.l1b", "operand", FP16, (pk, pad_n[j])))
+                l1b.append(em.item(f"{q}.l1b", "operand", task.dtype, (pk, pad_n[j])))
                 if task.transpose_b:
                     em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + n0, b_off + n1), (k0, k1)),
                             transpose=True, nd2nz=not task.b_nz)
@@ -264,11 +266,11 @@ class MatmulPlan(SpanGrid):
             for i, row in enumerate(grid):
                 q = f"{p[i][0]}.k{s}"
                 rows = row[0][1][1] - row[0][1][0]
-                l0a = em.item(f"{q}.l0a", "cube_a", FP16, (pad_m[i], pk))
+                l0a = em.item(f"{q}.l0a", "cube_a", task.dtype, (pad_m[i], pk))
                 em.move(f"{q}.move_a", core, l1a[i], l0a, rows, depth)
                 for j, (_, _, (n0, n1)) in enumerate(row):
                     q = f"{p[i][j]}.k{s}"
-                    l0b = em.item(f"{q}.l0b", "cube_b", FP16, (pk, pad_n[j]))
+                    l0b = em.item(f"{q}.l0b", "cube_b", task.dtype, (pk, pad_n[j]))
                     em.move(f"{q}.move_b", core, l1b[j], l0b, depth, n1 - n0)
                     em.mmad(f"{q}.mmad", core, l0a, l0b, l0c[i][j], rows, n1 - n0, depth, s == 0)
         if split is not None:  # the epilogue elsewhere, through global memory
@@ -288,7 +290,7 @@ class MatmulPlan(SpanGrid):
         o_off = offs[2]
         pm, pn = pads
         rows, cols = m1 - m0, n1 - n0
-        ub = em.item(f"{p}.ub", "vector", FP16, (pm, pn))
+        ub = em.item(f"{p}.ub", "vector", task.out_dtype, (pm, pn))
         out_rows = (o_off + m0, o_off + m1)
         operands = load_operands(em, task, p, core, (pm, pn), out_rows, ns)
         em.fixpipe(f"{p}.fixpipe", core, l0c, ub, rows, cols)
@@ -303,7 +305,7 @@ class MatmulPlan(SpanGrid):
 
 @attrs.frozen
 class _Tile:
-    """An output block in the vector buffer: its fp16 tile, epilogue operand tiles, where it
+    """An output block in the vector buffer: its tile (the output's dtype), epilogue operand tiles, where it
     goes (``rows`` of the output, columns ``ns``) and its padded size."""
 
     task: MatmulTask
@@ -353,7 +355,7 @@ def needs(task: MatmulTask, hw: Hardware) -> list[str]:
     if any(s.tensors for s in task.epilogue) or (task.tiling is not None and task.tiling.split_k > 1):
         paths.append(("global", "vector"))
     return hardware_needs(task.id, hw, roles=("operand", "cube_a", "cube_b", "accumulator", "vector"),
-                          paths=paths, cube=True, vector=bool(task.epilogue))
+                          paths=paths, cube=True, vector=bool(task.epilogue), cube_dtype=task.dtype)
 
 
 def _split_needs(task: MatmulTask, hw: Hardware) -> list[str]:
@@ -362,7 +364,7 @@ def _split_needs(task: MatmulTask, hw: Hardware) -> list[str]:
     lines = hardware_needs(task.id, hw, roles=("operand", "cube_a", "cube_b", "accumulator", "vector"),
                            paths=[("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"),
                                   ("accumulator", "global"), ("global", "vector"), ("vector", "global")],
-                           cube=True, vector=True)
+                           cube=True, vector=True, cube_dtype=task.dtype)
     if task.reduces:
         ops = ", ".join(s.op for s in task.epilogue if s.reduces)
         lines.append(f"hardware '{hw.name}' cannot run task '{task.id}': a row reduction in the epilogue "

@@ -185,6 +185,8 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> MatmulTask | None:
                     f"expected {fmt_shape(operand_shape(form, out_decl))} (M = {m}, N = {n})"
                 )
     ctx.not_own_output([a.name, b.name, *(t for s in steps for t in s.tensors)], out.name)
+    dtype = ctx.operand_dtype([("a", a), ("b", b), *((f"epilogue {s.op}", ctx.tensors.get(t))
+                                                      for s in steps for t in s.tensors)])
     return MatmulTask(
         id=ctx.task_id,
         a=a.name,
@@ -203,6 +205,8 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> MatmulTask | None:
         engine=engine,
         a_nz=a.layout == "NZ",
         b_nz=b.layout == "NZ",
+        dtype=dtype,
+        out_dtype=out.dtype,
     )
 
 

@@ -6,7 +6,7 @@ as CATLASS's ``MatmulEpilogue`` with its multistage workspace does
 
 - each AIC owns a ring of ``workspace_stages`` output-tile slots (a tiling field, default 2
   as CATLASS's ``workspaceStages``; ``tune`` searches 1-3 on a split chip) in a workspace tensor
-  (``<task>.ws``, fp16: FixPipe converts from fp32 on the way out, as it does into the
+  (``<task>.ws``, in the output's dtype: FixPipe converts from fp32 on the way out, as it does into the
   coupled core's UB); the AIC's k-th block goes to slot ``k mod stages``;
 - FixPipe stores the block into its slot (a ``store`` from the accumulator: on this chip the
   path L0C->GM belongs to the FIXPIPE pipe);
@@ -28,7 +28,7 @@ from typing import Protocol
 
 from staticsched.model.hardware import round_up
 from staticsched.model.vecops import VECOPS
-from staticsched.tasks.builder import FP16, Builder
+from staticsched.tasks.builder import Builder
 from staticsched.tasks.ring import Ring, cluster_aivs
 
 
@@ -52,7 +52,8 @@ class SplitEpilogue:
         self.pm = round_up(plan.tiling.base_m, fm)
         self.pn = round_up(plan.tiling.base_n, fn)
         self.ws = f"{task.id}.ws"
-        self.ring = Ring(em, self.ws, self.aics, plan.tiling.workspace_stages, (self.pm, self.pn), FP16)
+        self.ring = Ring(em, self.ws, self.aics, plan.tiling.workspace_stages, (self.pm, self.pn),
+                         task.out_dtype)
 
     def block(self, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int], o_off: int,
               l0c: str) -> None:
@@ -71,7 +72,7 @@ class SplitEpilogue:
                 continue
             q = f"{p}.v{v - cluster}"
             hr = a1 - a0
-            ub = em.item(f"{q}.ub", "vector", FP16, (hr, self.pn))
+            ub = em.item(f"{q}.ub", "vector", task.out_dtype, (hr, self.pn))
             em.load(f"{q}.load", v, ub, self.ws, ((base + a0, base + a1), (0, cols)))
             loads.append(f"{q}.load")
             epilogue_rows(em, task, q, v, ub, (o_off + m0 + a0, o_off + m0 + a1), ns, self.pn)
@@ -87,7 +88,7 @@ class BlockSink(Protocol):
 
 def epilogue_rows(em: Builder, task, q: str, core: int, ub: str, out_rows: tuple[int, int],
                   ns: tuple[int, int], pn: int) -> None:
-    """The epilogue of rows ``out_rows`` x columns ``ns`` of the output, already in fp16 item
+    """The epilogue of rows ``out_rows`` x columns ``ns`` of the output, already in item
     ``ub`` (``pn`` columns) of ``core``'s vector buffer: its operand tiles loaded, every step
     in place, then the store. Ops are named after ``q``."""
     hr, cols = out_rows[1] - out_rows[0], ns[1] - ns[0]
@@ -114,6 +115,6 @@ def load_operands(em: Builder, task, q: str, core: int, pads: tuple[int, int], o
             "row": ((pm, 1), (out_rows, (0, 1))),
             "full": ((pm, pn), (out_rows, (n0, n1))),
         }[form]
-        operands[i] = em.item(f"{q}.e{i}.ub", "vector", FP16, shape)
+        operands[i] = em.item(f"{q}.e{i}.ub", "vector", task.dtype, shape)
         em.load(f"{q}.e{i}.load", core, operands[i], step.tensor, region)
     return operands

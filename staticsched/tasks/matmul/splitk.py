@@ -14,7 +14,7 @@ sync". It pays when the output has fewer blocks than the chip has Cube cores and
 - The reduction of a block is cut along M into pieces, one per chunk (two per chunk on a
   split chip: the AIVs of each chunk's cluster). A piece loads its rows of every partial in
   chunk order and adds them in that order into the first, in fp32 (CATLASS's sequential
-  ``Add`` onto slice 0: deterministic, unlike atomic adds), casts to fp16, runs the epilogue
+  ``Add`` onto slice 0: deterministic, unlike atomic adds), casts to the output's dtype, runs the epilogue
   and stores its rows of the output.
 - Each piece's loads depend on the partials' stores on other cores, so the sync planner
   orders them with cross-core flags: every reducer waits for every chunk of its block (the
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from staticsched.model.hardware import round_up
 from staticsched.model.opgraph import Tensor
-from staticsched.tasks.builder import FP16, FP32, Builder
+from staticsched.tasks.builder import FP32, Builder
 from staticsched.tasks.matmul.split import epilogue_rows
 from staticsched.tasks.ring import cluster_aivs
 
@@ -146,6 +146,6 @@ class SplitK:
                     em.vec(f"{q}.add{c}", v, "add", (acc, part), acc, (hr, cols))
                 else:
                     acc = part
-            ub = em.item(f"{q}.ub", "vector", FP16, (hr, self.pn))
+            ub = em.item(f"{q}.ub", "vector", self.task.out_dtype, (hr, self.pn))
             em.vec(f"{q}.cast", v, "cast", (acc,), ub, (hr, cols))
             epilogue_rows(em, self.task, q, v, ub, (o_off + m0 + a0, o_off + m0 + a1), ns, self.pn)

@@ -14,8 +14,8 @@ from staticsched.model.vecops import USER_OPS, VECOPS
 from staticsched.tasks.base import spans
 from staticsched.tasks.rowops import DEFAULT_EPS, ROWOPS
 
-#: operand and output element bytes (fp16) and accumulator element bytes (fp32)
-ELEM_BYTES = DTYPE_BYTES["float16"]
+#: accumulator element bytes (fp32); operands and outputs take their tensors' dtypes
+#: (:attr:`MatmulTask.dtype`, :attr:`MatmulTask.out_dtype`)
 ACC_BYTES = DTYPE_BYTES["float32"]
 
 #: epilogue ops: every Vector op a TaskGraph may name that keeps the tile's shape
@@ -116,6 +116,22 @@ class MatmulTask:
     #: "NZ"``): their loads then need no ND -> NZ conversion (``nd2nz``)
     a_nz: bool = False
     b_nz: bool = False
+    #: the operands' dtype (``a``, ``b`` and the epilogue's tensors share it): the Cube's rate
+    #: and the operand tiles' bytes follow it
+    dtype: str = "float16"
+    #: the output's dtype: FixPipe converts the fp32 accumulator to it, the epilogue runs on
+    #: tiles of it
+    out_dtype: str = "float16"
+
+    @property
+    def elem_bytes(self) -> int:
+        """Bytes of one operand element."""
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def out_bytes(self) -> int:
+        """Bytes of one output element."""
+        return DTYPE_BYTES[self.out_dtype]
 
     @property
     def on_vector(self) -> bool:

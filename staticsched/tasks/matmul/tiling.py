@@ -11,7 +11,7 @@ from staticsched._fields import Problems
 from staticsched.errors import TilingError
 from staticsched.model.hardware import ROLES, Hardware, round_up
 from staticsched.model.vecops import VECOPS
-from staticsched.tasks.matmul.task import ACC_BYTES, ELEM_BYTES, MatmulTask, Tiling
+from staticsched.tasks.matmul.task import ACC_BYTES, MatmulTask, Tiling
 
 
 @attrs.frozen
@@ -32,6 +32,14 @@ def buffers_text(n: int) -> str:
 
 #: fp32 ``[base_m, 1]`` row statistics a row reduction keeps live
 STATS = 4
+#: the vector buffer's requirement counts 2-byte units (an fp16 or bf16 element; an fp32 tile
+#: is ``2*`` its elements)
+UNIT = 2
+
+
+def _units(dtype_bytes: int) -> str:
+    """The factor a tile of elements of ``dtype_bytes`` takes in :data:`UNIT` s (``""``: 1)."""
+    return "" if dtype_bytes == UNIT else f"{dtype_bytes // UNIT}*"
 
 #: (term, factors, elements) of an epilogue operand tile of each form in the vector buffer
 _FORM_TERMS = {
@@ -70,38 +78,42 @@ def matmul_requirements(
         Above 1, the vector buffer also holds three fp32 tiles: a partial on its way out
         (coupled cores), the running sum and the next partial of the reduction.
     """
-    e, acc, b = ELEM_BYTES, ACC_BYTES, buffers
+    e, acc, b = task.elem_bytes, ACC_BYTES, buffers
+    # the vector buffer's tiles in 2-byte units: the output block and scratch in the output's
+    # dtype, the epilogue's operands in the operands' (fp16 and bf16 tiles take no factor)
+    uo, ui = _units(task.out_bytes), _units(task.elem_bytes)
+    fo, fi = task.out_bytes // UNIT, task.elem_bytes // UNIT
     sm, sn = steps
     # the factors only appear when a step is above 1, so messages without L1 reuse keep their text
     acc_t, acc_f = ("step_m*step_n*", f"{sm}*{sn}*") if sm * sn > 1 else ("", "")
     a_t, a_f = ("step_m*", f"{sm}*") if sm > 1 else ("", "")
     b_t, b_f = ("step_n*", f"{sn}*") if sn > 1 else ("", "")
     bt = buffers_text(buffers)
-    # the vector buffer holds the fp16 output block and one tile per epilogue operand; with a
+    # the vector buffer holds the output block and one tile per epilogue operand; with a
     # row reduction, the whole row panel (N padded to the fractal), the reductions' gamma/beta
     # rows and fp32 row statistics
     n_pad = round_up(task.n, hw.cube.fractal[1] if hw is not None and hw.cube is not None else 16)
     panel = task.reduces
-    ub_terms = ["base_m*N" if panel else "base_m*base_n"]
-    ub_factors = [f"{base_m}*{n_pad}" if panel else f"{base_m}*{base_n}"]
-    ub_elems = base_m * (n_pad if panel else base_n)
+    ub_terms = [uo + ("base_m*N" if panel else "base_m*base_n")]
+    ub_factors = [uo + (f"{base_m}*{n_pad}" if panel else f"{base_m}*{base_n}")]
+    ub_elems = fo * base_m * (n_pad if panel else base_n)
     for step in task.epilogue:
         if step.reduces:
-            terms = [("N", f"{n_pad}", n_pad)] * (len(step.tensors))
+            terms = [("N", f"{n_pad}", n_pad, ui, fi)] * (len(step.tensors))
         else:
-            terms = [_FORM_TERMS[form](base_m, base_n) for form in VECOPS[step.op].operands[1:]]
+            terms = [(*_FORM_TERMS[form](base_m, base_n), ui, fi) for form in VECOPS[step.op].operands[1:]]
         if not step.reduces:  # an op's scratch tiles (the vec-op table's UB working set)
-            terms += [_FORM_TERMS["full"](base_m, base_n)] * VECOPS[step.op].scratch
-        for term, factor, elems in terms:
-            ub_terms.append(term)
-            ub_factors.append(factor)
-            ub_elems += elems
-    if split_k > 1:  # three fp32 tiles, in fp16 elements
+            terms += [(*_FORM_TERMS["full"](base_m, base_n), uo, fo)] * VECOPS[step.op].scratch
+        for term, factor, elems, unit, f in terms:
+            ub_terms.append(unit + term)
+            ub_factors.append(unit + factor)
+            ub_elems += f * elems
+    if split_k > 1:  # three fp32 tiles, in 2-byte units
         ub_terms.append("3*2*base_m*base_n")
         ub_factors.append(f"3*2*{base_m}*{base_n}")
         ub_elems += 3 * 2 * base_m * base_n
     if panel:
-        # fp32 [base_m, 1] statistics, in fp16 elements
+        # fp32 [base_m, 1] statistics, in 2-byte units
         ub_terms.append(f"{STATS}*base_m*2")
         ub_factors.append(f"{STATS}*{base_m}*2")
         ub_elems += STATS * base_m * 2
@@ -143,9 +155,9 @@ def matmul_requirements(
         ),
         Requirement(
             name("vector"),
-            f"{_sum(ub_terms)}*{e} B*{bt}",
-            f"{_sum(ub_factors)}*{e}*{b}",
-            ub_elems * e * b,
+            f"{_sum(ub_terms)}*{UNIT} B*{bt}",
+            f"{_sum(ub_factors)}*{UNIT}*{b}",
+            ub_elems * UNIT * b,
             "vector",
         ),
     )

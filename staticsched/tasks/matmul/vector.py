@@ -39,8 +39,8 @@ from staticsched.errors import TilingError
 from staticsched.model.hardware import Hardware, round_up
 from staticsched.model.vecops import VECOPS
 from staticsched.tasks.base import TilingInfo, hardware_needs, largest, spans
-from staticsched.tasks.builder import FP16, FP32, Builder, balance_cores
-from staticsched.tasks.matmul.task import ACC_BYTES, ELEM_BYTES, MatmulTask, SpanGrid
+from staticsched.tasks.builder import FP32, Builder, balance_cores
+from staticsched.tasks.matmul.task import ACC_BYTES, MatmulTask, SpanGrid
 
 #: the Vector op of a K chunk: column sums of the b tile times a's column
 MAC = "colsum_mul_row"
@@ -70,22 +70,24 @@ def _aligned(nbytes: int, align: int) -> int:
 
 def working_set(task: MatmulTask, rows: int, cols: int, k: int, align: int) -> int:
     """Bytes one unit needs in the vector buffer (one buffer), each tile rounded up to the
-    alignment: the fp16 ``[k, cols]`` b tile, per row its fp16 ``[k, 1]`` column of ``a``, its
-    fp32 running sum and (with more than one K chunk) fp32 partial, its fp16 output row, and
-    the epilogue's operand tiles and scratch (a column once, row and full operands per row)."""
-    total = _aligned(k * cols * ELEM_BYTES, align)
-    per_row = (_aligned(k * ELEM_BYTES, align) + _aligned(cols * ACC_BYTES, align)
-               + _aligned(cols * ELEM_BYTES, align))
+    alignment: the ``[k, cols]`` b tile, per row its ``[k, 1]`` column of ``a`` (the operands'
+    dtype), its fp32 running sum and (with more than one K chunk) fp32 partial, its output row
+    (the output's dtype), and the epilogue's operand tiles (the operands' dtype) and scratch
+    (the output's; a column once, row and full operands per row)."""
+    e, eo = task.elem_bytes, task.out_bytes
+    total = _aligned(k * cols * e, align)
+    per_row = (_aligned(k * e, align) + _aligned(cols * ACC_BYTES, align)
+               + _aligned(cols * eo, align))
     if k < task.k:
         per_row += _aligned(cols * ACC_BYTES, align)
     for step in task.epilogue:
         vop = VECOPS[step.op]
         for form in vop.operands[1:]:
             if form == "col":
-                total += _aligned(cols * ELEM_BYTES, align)
+                total += _aligned(cols * e, align)
             else:
-                per_row += _aligned((cols if form == "full" else 1) * ELEM_BYTES, align)
-        per_row += vop.scratch * _aligned(cols * ELEM_BYTES, align)
+                per_row += _aligned((cols if form == "full" else 1) * e, align)
+        per_row += vop.scratch * _aligned(cols * eo, align)
     return total + rows * per_row
 
 
@@ -113,16 +115,16 @@ def _load_rate(hw: Hardware) -> float:
     return min([hw.path(src, dst).bytes_per_cycle, *shares])
 
 
-def chunk_cycles(hw: Hardware, rows: int, cols: int, k: int) -> tuple[int, int]:
+def chunk_cycles(hw: Hardware, rows: int, cols: int, k: int, elem: int = 2) -> tuple[int, int]:
     """Estimated (load, Vector) cycles of one K chunk of ``k`` for ``rows x cols`` outputs: the b
-    tile and ``a``'s columns at :func:`_load_rate` with the path's overhead per load; the column
-    sums and the fold of each row's partial into its running sum."""
+    tile and ``a``'s columns (``elem`` bytes an element) at :func:`_load_rate` with the path's
+    overhead per load; the column sums and the fold of each row's partial into its running sum."""
     vec = hw.vector
     assert vec is not None  # needs() checked it
     path = hw.path(hw.role("global"), hw.role("vector"))
     rate = _load_rate(hw)
-    load = (1 + rows) * path.overhead + math.ceil((k * cols + rows * k) * ELEM_BYTES / rate)
-    sums = rows * (vec.cycles(MAC, k * cols * ELEM_BYTES, VECOPS[MAC].passes)
+    load = (1 + rows) * path.overhead + math.ceil((k * cols + rows * k) * elem / rate)
+    sums = rows * (vec.cycles(MAC, k * cols * elem, VECOPS[MAC].passes)
                    + vec.cycles("add", cols * ACC_BYTES, VECOPS["add"].passes))
     return load, sums
 
@@ -147,7 +149,7 @@ def derive_vector_tiling(task: MatmulTask, hw: Hardware) -> VectorTiling:
         When not even one row, one alignment unit of columns and of K fits, with the bytes.
     """
     space, cap, align = _vector_space(hw)
-    granule = max(1, align // ELEM_BYTES)
+    granule = max(1, align // task.elem_bytes)
     sets = row_sets(task)
     cores = len(hw.engine_cores("vector"))
     kdim, ndim = task.k, task.n
@@ -175,7 +177,7 @@ def derive_vector_tiling(task: MatmulTask, hw: Hardware) -> VectorTiling:
                 break  # wider tiles do not fit either
             chunks = math.ceil(kdim / kmax)
             k = kmax if chunks == 1 else min(kmax, round_up(math.ceil(kdim / chunks), granule))
-            costs = [chunk_cycles(hw, rows, c, k1 - k0) for k0, k1 in spans(kdim, k)]
+            costs = [chunk_cycles(hw, rows, c, k1 - k0, task.elem_bytes) for k0, k1 in spans(kdim, k)]
             unit = sum(max(x) for x in costs) + min(costs[0])
             key = (math.ceil(groups * math.ceil(ndim / c) / cores) * unit, -k * c, -c)
             if best is None or key < best[0]:
@@ -236,7 +238,8 @@ class VectorPlan(SpanGrid):
         out = []
         for _, rows in self.groups:
             for n0, n1 in self.n_spans:
-                out.append(sum(max(chunk_cycles(hw, len(rows), n1 - n0, k1 - k0)) for k0, k1 in self.k_spans))
+                out.append(sum(max(chunk_cycles(hw, len(rows), n1 - n0, k1 - k0, self.task.elem_bytes))
+                               for k0, k1 in self.k_spans))
         return out
 
     def info(self, hw: Hardware) -> TilingInfo:
@@ -276,7 +279,7 @@ class VectorPlan(SpanGrid):
         task = self.task
         (n0, n1), (k0, k1) = ns, ks
         q, kc, nb = f"{p}.k{s}", k1 - k0, n1 - n0
-        bt = em.item(f"{q}.b", "vector", FP16, (kc, nb))
+        bt = em.item(f"{q}.b", "vector", task.dtype, (kc, nb))
         b0 = bm * (task.n if task.transpose_b else task.k)
         if task.transpose_b:
             em.load(f"{q}.load_b", core, bt, task.b, ((b0 + n0, b0 + n1), (k0, k1)), transpose=True)
@@ -285,7 +288,7 @@ class VectorPlan(SpanGrid):
         a_rows = task.k if task.transpose_a else task.m
         for i, (bi, m) in enumerate(rows):
             a0 = task.operand_index(task.a_lead, bi) * a_rows
-            at = em.item(f"{q}.r{i}.a", "vector", FP16, (kc, 1))
+            at = em.item(f"{q}.r{i}.a", "vector", task.dtype, (kc, 1))
             if task.transpose_a:  # a column of a [K, M] matrix: already [kc, 1]
                 em.load(f"{q}.r{i}.load_a", core, at, task.a, ((a0 + k0, a0 + k1), (m, m + 1)))
             else:  # a row's K chunk, as the [kc, 1] column it is in memory
@@ -302,7 +305,7 @@ class VectorPlan(SpanGrid):
 
     def _epilogue(self, em: Builder, p: str, core: int, rows: Rows, ns: tuple[int, int],
                   acc: list[str]) -> None:
-        """Each row's fp32 sum cast to fp16, the epilogue steps in place, the store."""
+        """Each row's fp32 sum cast to the output's dtype, the epilogue steps in place, the store."""
         task = self.task
         n0, n1 = ns
         nb = n1 - n0
@@ -310,11 +313,11 @@ class VectorPlan(SpanGrid):
         cols = {}
         for e, step in enumerate(task.epilogue):
             if forms[e] == "col":
-                cols[e] = em.item(f"{p}.e{e}.ub", "vector", FP16, (1, nb))
+                cols[e] = em.item(f"{p}.e{e}.ub", "vector", task.dtype, (1, nb))
                 em.load(f"{p}.e{e}.load", core, cols[e], step.tensor, ((0, 1), (n0, n1)))
         for i, (bi, m) in enumerate(rows):
             q, r = f"{p}.r{i}", bi * task.m + m
-            ub = em.item(f"{q}.ub", "vector", FP16, (1, nb))
+            ub = em.item(f"{q}.ub", "vector", task.out_dtype, (1, nb))
             em.vec(f"{q}.cast", core, "cast", (acc[i],), ub, (1, nb))
             for e, step in enumerate(task.epilogue):
                 reads = (ub,)
@@ -323,7 +326,7 @@ class VectorPlan(SpanGrid):
                 elif forms[e]:
                     shape, region = ((1, 1), ((r, r + 1), (0, 1))) if forms[e] == "row" else \
                         ((1, nb), ((r, r + 1), (n0, n1)))
-                    operand = em.item(f"{q}.e{e}.ub", "vector", FP16, shape)
+                    operand = em.item(f"{q}.e{e}.ub", "vector", task.dtype, shape)
                     em.load(f"{q}.e{e}.load", core, operand, step.tensor, region)
                     reads = (ub, operand)
                 em.vec(f"{q}.e{e}.{step.op}", core, step.op, reads, ub, (1, nb), scalar=step.value)
