@@ -26,7 +26,10 @@ def numpy_dtype(name: str) -> np.dtype:
     Raises
     ------
     InputError
-        For a bfloat16 when ``ml_dtypes`` is not installed, or an unknown name.
+        For a bfloat16 when ``ml_dtypes`` is not installed.
+    TypeError
+        For a name NumPy does not know (as ``np.dtype`` does: the readers report it where they
+        check a program's dtypes).
     """
     if name == "bfloat16":
         try:
@@ -34,10 +37,7 @@ def numpy_dtype(name: str) -> np.dtype:
         except ImportError as exc:  # pragma: no cover - a dependency of the package
             raise InputError("dtype bfloat16 needs the 'ml_dtypes' package (pip install ml_dtypes)") from exc
         return np.dtype(ml_dtypes.bfloat16)
-    try:
-        return np.dtype(name)
-    except TypeError as exc:
-        raise InputError(f"unknown dtype {name!r}") from exc
+    return np.dtype(name)
 
 
 def itemsize(name: str) -> int:
