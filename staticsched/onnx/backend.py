@@ -141,7 +141,20 @@ class StaticschedBackend(Backend):
     @classmethod
     def run_node(cls, node: Any, inputs: Any, device: str = "CPU", outputs_info: Sequence[Any] | None = None,
                  **kwargs: Any) -> tuple[np.ndarray, ...]:
-        raise NotImplementedError("staticsched runs whole models; wrap the node in a model")
+        """Run one node: it is wrapped in a model whose inputs have ``inputs``' shapes and
+        dtypes (opset 17), which is then prepared and run like any model."""
+        from onnx import helper
+
+        arrays = [np.asarray(x) for x in inputs]
+        names = [n for n in node.input if n]
+        elem = helper.np_dtype_to_tensor_dtype(arrays[0].dtype) if arrays else 1
+        graph = helper.make_graph(
+            [node], "node",
+            [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+             for n, a in zip(names, arrays, strict=True)],
+            [helper.make_tensor_value_info(n, elem, None) for n in node.output if n])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        return cls.prepare(model, device, **kwargs).run(arrays)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:

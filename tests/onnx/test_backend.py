@@ -165,3 +165,10 @@ def test_an_unknown_import_dtype_is_one_line():
     with pytest.raises(InputError) as exc:
         import_model(_mlp(), dtype="int8")
     assert list(exc.value.problems) == ["import: dtype 'int8' is not one of float16, bfloat16, float32"]
+
+
+def test_run_node_wraps_the_node_in_a_model():
+    node = helper.make_node("Relu", ["x"], ["y"], name="r")
+    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
+    (y,) = StaticschedBackend.run_node(node, [x], method="list", jitter=0)
+    np.testing.assert_allclose(y, np.maximum(x, 0), rtol=RTOL, atol=ATOL)
