@@ -131,12 +131,7 @@ def solve_problem(
     clock = clock.start()
     if isinstance(found, Stuck):
         rate = det_rate(shape.family, "interleave", prob.n)
-        # the list method asked for no search: a schedule stuck on event ids goes straight to
-        # the relaxed budgets below (the sync planner fits the ids) instead of a CP-SAT rescue
-        # that would spend the whole time limit
-        skip = method == "list" and found.kind == "events"
-        rescued = found if skip else _rescue(prob, found, bound.value, clock.det_limit(rate),
-                                             clock.remaining(), seed)
+        rescued = _rescue(prob, found, bound.value, clock.det_limit(rate), clock.remaining(), seed)
         if isinstance(rescued, Stuck) and rescued.kind != "memory":
             # The flag-lifetime model is stricter than the program: the sync planner can still
             # delay SETs (trading time for ids), so a schedule stuck on event ids (or on
