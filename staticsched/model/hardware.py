@@ -86,6 +86,16 @@ class SyncModel:
         coupled presets, and the 950's mode 4); without, a flag is mode 2 or a GM word."""
         return self.cluster_size == 0 or 4 in self.cross_core_modes
 
+    @property
+    def no_cross_flag(self) -> str:
+        """Why no cross-core flag can be set at all (``""`` when one can): no id, or counters
+        that hold no set (a capacity of 0). The solver's and the planner's refusals name it."""
+        if self.cross_core_event_ids == 0:
+            return "sync.cross_core_event_ids = 0"
+        if self.cross_core_capacity == 0:
+            return "sync.cross_core_capacity = 0 (a counter that holds no set)"
+        return ""
+
     def route(self, src_core: int, dst_core: int) -> str:
         """How a cross-core flag from ``src_core`` to ``dst_core`` travels: ``""`` a
         point-to-point flag, ``"2"`` a mode-2 flag (the AIC and an AIV of one cluster), ``"gm"``

@@ -137,7 +137,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
             sync_d, "cross_core_event_ids", w, pr, default=16, minimum=0, maximum=1024
         ),
         cross_core_latency=get_int(sync_d, "cross_core_latency", w, pr, default=flag_latency, minimum=0),
-        cross_core_capacity=get_int(sync_d, "cross_core_capacity", w, pr, default=15, minimum=1,
+        cross_core_capacity=get_int(sync_d, "cross_core_capacity", w, pr, default=15, minimum=0,
                                     maximum=1 << 16),
         cross_core_ids_per_core=get_int(sync_d, "cross_core_ids_per_core", w, pr, default=0, minimum=0,
                                         maximum=1024),

@@ -43,6 +43,8 @@ class PoolKey:
         (``cross_core_ids_per_core`` of them, where given)."""
         if self.kind != "cross":
             return sync.event_ids
+        if sync.no_cross_flag:
+            return 0
         if sync.cross_core_ids_per_core and sync.route(self.core, self.peer) == "2":
             return min(sync.cross_core_event_ids, sync.cross_core_ids_per_core)
         return sync.cross_core_event_ids

@@ -429,3 +429,24 @@ def test_attention_on_split_cores_runs_s_and_p_through_rings_and_verifies(tmp_pa
                 assert any(f.check == "race" and "att.ws_p" in f.message for f in bad.findings), bad.text()
                 return
     pytest.fail("no cross-core wait guards a load of P")
+
+
+def test_a_counter_of_capacity_0_refuses_only_graphs_that_need_a_cross_core_flag(tmp_path, capsys):
+    # capacity 0: no cross-core flag can be set, so the solver's explanation names the first
+    # edge that needs one; a graph whose dependencies all stay on one core still schedules
+    zero = _a2_file(tmp_path / "zero.toml", ("cross_core_capacity = 15 ", "cross_core_capacity = 0 "))
+    out = tmp_path / "out"
+    code = cli.main(["schedule", "examples/matmul_bias_gelu.json", "--hw", zero, "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists() and "Traceback" not in err
+    assert ("edge 'mm.b0.fixpipe' -> 'mm.b0.v1.load' crosses from core 0 to core 1, but "
+            "sync.cross_core_capacity = 0 (a counter that holds no set) leaves no cross-core flag "
+            "to carry it") in err
+    graph = tmp_path / "add.json"
+    graph.write_text(json.dumps({
+        "format": "staticsched.taskgraph", "version": 1,
+        "tensors": {n: {"shape": [64, 256], "dtype": "float16"} for n in ("x", "y", "z")},
+        "tasks": [{"id": "add", "type": "elementwise", "op": "add", "inputs": ["x", "y"], "out": "z"}],
+    }))
+    code = cli.main(["schedule", str(graph), "--hw", zero, "-o", str(out)])
+    assert code == 0 and "verification : clean" in capsys.readouterr().out

@@ -124,13 +124,13 @@ def _check_budgets(schedule: Schedule, plan: SyncPlan) -> None:
     empty = sorted({
         (f.kind, f.set_core, f.set_unit, f.wait_core, f.wait_unit)
         for f in plan.flags
-        if (sync.cross_core_event_ids if f.kind == "cross" else sync.event_ids) == 0
+        if (sync.no_cross_flag if f.kind == "cross" else sync.event_ids == 0)
     })
     lines = []
     for kind, sc, su, wc, wu in empty:
         if kind == "cross":
             lines.append(f"ordering the flags of cores {sc} and {wc} needs a cross-core flag "
-                         f"core {sc} -> core {wc}, but sync.cross_core_event_ids = 0")
+                         f"core {sc} -> core {wc}, but {sync.no_cross_flag}")
         else:
             lines.append(f"ordering the flags of core {sc} needs a flag {su} -> {wu}, but "
                          "sync.event_ids = 0")

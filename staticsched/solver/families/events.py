@@ -80,7 +80,7 @@ class Events(Passive):
             tail = f" ({more} more such edge{'s' if more != 1 else ''})" if more else ""
             if key.kind == "cross":
                 out.append(f"edge '{src.id}' -> '{dst.id}' crosses from core {src.core} to core "
-                           f"{dst.core}, but sync.cross_core_event_ids = 0 leaves no cross-core "
+                           f"{dst.core}, but {prob.sync.no_cross_flag} leaves no cross-core "
                            f"flag to carry it{tail}")
             else:
                 out.append(f"edge '{src.id}' -> '{dst.id}' crosses pipes {src.unit} -> {dst.unit} "
