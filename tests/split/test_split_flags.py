@@ -104,3 +104,20 @@ end
     report = verify(parse_program_text(text), "ascend-a2")
     assert any(f.kind == "no_such_flag" and "not core 1 (cluster 0) and core 3 (cluster 1)" in f.message
                for f in report.findings), report.text()
+
+
+def test_an_aiv_without_rows_still_waits_and_sets_so_every_crossing_is_mode_2():
+    # M = 1: each block's second AIV has no rows. It loads one row of the slot as a token, so
+    # both AIVs wait for the FixPipe and signal the slot consumed, and each AIC SET and WAIT
+    # covers the pair in mode 2 (no GM word); the numbers still match the reference
+    from staticsched.api import compile_graph
+
+    c = compile_graph("examples/gemv_m1.json", "ascend-a2", method="list")
+    tokens = [op for op in c.graph.ops if op.id.endswith(".token")]
+    blocks = [op for op in c.graph.ops if op.id.endswith(".fixpipe")]
+    assert len(tokens) == len(blocks) > 0
+    assert all(op.kind == "load" and dict(op.attrs)["region"][0][1] - dict(op.attrs)["region"][0][0] == 1
+               for op in tokens)
+    cross = [f for f in c.plan.flags if f.kind == "cross"]
+    assert cross and {f.route for f in cross} == {"2"}
+    assert verify(c.program, "ascend-a2", jitter=2, numeric=True).ok

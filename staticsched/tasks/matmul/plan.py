@@ -74,7 +74,8 @@ class MatmulPlan(SpanGrid):
             gm, gn = min(t.step_m, nm - mi), min(t.step_n, nb - ni)
             ops += k_steps * (2 * gm + gn + 2 * gm * gn)
             if self.aivs:  # FixPipe into the ring; per AIV with rows: load, epilogue, store
-                ops += sum(gn * (1 + (2 + epilogue) * len([h for h in halves(m1 - m0) if h[1] > h[0]]))
+                # (an AIV without rows: its token load)
+                ops += sum(gn * (1 + sum((2 + epilogue) if h[1] > h[0] else 1 for h in halves(m1 - m0)))
                            for m0, m1 in self.m_spans[mi:mi + gm])
             else:
                 ops += gm * gn * (2 + epilogue)

@@ -17,8 +17,11 @@ as CATLASS's ``MatmulEpilogue`` with its multistage workspace does
   reuse the graph orders by itself).
 
 The dependencies cross cores (AIC -> AIV, AIV -> AIC), so the sync planner gives them
-cross-core flags. A row that has one row gives its second AIV nothing to do: no op of it is
-emitted, which with per-pair flags leaves nothing to wait for.
+cross-core flags. A block of one row gives its second AIV no rows: that AIV loads the slot's
+first row as a token (``<block>.v<i>.token``) and does nothing else, so it waits for the slot
+and signals it consumed like its twin. Every AIC <-> AIV crossing of the block then has both
+AIVs, which a mode-2 flag needs (the AIC's SET counts on both, its WAIT passes only when both
+have set), instead of a GM word for the one AIV that had work.
 """
 
 from __future__ import annotations
@@ -68,9 +71,15 @@ class SplitEpilogue:
         cluster = hw.cluster_of(core) * hw.cluster_size
         loads = []
         for v, (a0, a1) in zip(self.aivs[hw.cluster_of(core)], halves(rows), strict=False):
-            if a1 <= a0:
-                continue
             q = f"{p}.v{v - cluster}"
+            if a1 <= a0:
+                # no rows for this AIV: it still waits for the slot and signals it consumed, by
+                # a one-row token load, so that both AIVs set and wait every id of the block
+                # and the AIC's mode-2 SET and WAIT cover the pair
+                token = em.item(f"{q}.token", "vector", task.out_dtype, (1, self.pn))
+                em.load(f"{q}.token", v, token, self.ws, ((base, base + 1), (0, cols)))
+                loads.append(f"{q}.token")
+                continue
             hr = a1 - a0
             ub = em.item(f"{q}.ub", "vector", task.out_dtype, (hr, self.pn))
             em.load(f"{q}.load", v, ub, self.ws, ((base + a0, base + a1), (0, cols)))
