@@ -29,6 +29,7 @@ def coupled_start(
     progress: Callable[[str], None] | None,
     event_budgets: bool,
     transfers: dict[int, Transfer],
+    bound: int = 0,
 ):
     """List-schedule the cheap candidates of a coupled plan -- the cores as if the link were
     not there (kept when their timetable happens to fit it) and the static splits -- and
@@ -38,7 +39,9 @@ def coupled_start(
 
     Returns the plan (its note naming the candidates and the choice), the start timetables,
     the best candidate (pairs, results), the problems to solve and every candidate (name,
-    pairs, results). Timed mode (no ``event_budgets``) drops the event-id budgets."""
+    pairs, results). Timed mode (no ``event_budgets``) drops the event-id budgets. A split
+    within ``run.gap`` of ``bound`` (the chip's lower bound) is kept without the chip's search,
+    as the gap limit stops any search."""
     quick = attrs.evolve(run, method="list")
     free = solve_pairs(graph, list(pairs), quick, say, progress)
     own = assembled_makespan(*free)
@@ -49,19 +52,38 @@ def coupled_start(
         cand = solve_pairs(graph, list(split), quick, say, progress)
         tried.append(f"{name} {assembled_makespan(*cand)}")
         cands.append((name, list(split), cand))
-    name, problems, best = min(cands, key=lambda c: assembled_makespan(*c[2]))
+    name, problems, best = _shortest(cands)
     listed = ", ".join(tried)
     say(f"links: list schedules of the candidates: {listed}")
+    why = ""
+    splits = [c for c in cands if c[0] != "own timetables"]
     if name != "own timetables" and assembled_makespan(*best) <= own:
         # as short as without the link: searching the chip as a whole cannot beat it by more
         # than searching each core alone would, and the split keeps identical cores one problem
+        why = "as short as the cores' own timetables"
+    elif run.gap > 0 and splits:
+        # the best static split already within the gap limit of the chip's bound: the chip's
+        # search (one problem of every core, minutes on 72 cores) could gain less than the
+        # gap. A split, not the cores' own timetables: its shares keep any later search of
+        # its problems within the link
+        split = _shortest(splits)
+        span = assembled_makespan(*split[2])
+        if span - bound <= run.gap * span:
+            name, problems = split[0], split[1]
+            why = f"within the gap limit {run.gap:g} of the chip's lower bound {bound}"
+    if why:
         demand = lp.note.split(";")[0].removeprefix("coupled: ")
-        note = (f"{name} ({demand}): as short as the cores' own timetables (list schedules: "
-                f"{listed}), so each core is solved with its share")
+        note = f"{name} ({demand}): {why} (list schedules: {listed}), so each core is solved with its share"
         return attrs.evolve(lp, case=name, note=note), [None] * len(problems), None, problems, []
     note = f"{lp.note} (list schedules: {listed}; the chip's search starts from the {name})"
     chip = coupled_pairs(graph, hw, lp, transfers, HOLDS, flags=event_budgets)
     return attrs.evolve(lp, note=note), _seeds(chip, *best, graph), best, chip, cands
+
+
+def _shortest(cands: list) -> tuple:
+    """The candidate ``(name, pairs, results)`` with the shortest assembled makespan (the
+    first of equals)."""
+    return min(cands, key=lambda c: assembled_makespan(*c[2]))
 
 
 def _seeds(

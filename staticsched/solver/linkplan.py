@@ -171,10 +171,10 @@ def _split(
     for k in touched:
         prob, pmap = pairs[k]
 
-        def share(n: str, c: int, one: bool = len(pmap.cores) == 1) -> str:
-            # a one-core group's share is named alike on every core: identical cores stay
-            # one problem
-            return f"{n} share" if one else f"{n} share of core {c}"
+        def share(n: str, c: int, cores: tuple[int, ...] = tuple(pmap.cores)) -> str:
+            # named by the core's place in its group, not its number: identical groups (a
+            # split chip's clusters) stay one problem, as identical cores do
+            return f"{n} share" if len(cores) == 1 else f"{n} share of the group's core {cores.index(c)}"
 
         mine = {g: attrs.evolve(transfers[g], links=tuple(
                     share(n, core_of[g]) if n in names else n for n in transfers[g].links))

@@ -138,12 +138,12 @@ def solve(
     starts: list[Timetable | None] = [None] * len(lp.pairs)
     best: tuple[list[tuple[Problem, ProblemMap]], list[SubResult]] | None = None
     cands: list = []
+    bound = chip_lower_bound(graph, hw, pairs, transfers)
     if lp.case == "coupled":
         lp, starts, best, pairs_to_solve, cands = coupled_start(graph, hw, pairs, lp, run, say, progress,
-                                                                 event_budgets, transfers)
+                                                                 event_budgets, transfers, bound[0])
         lp = attrs.evolve(lp, pairs=pairs_to_solve)
     solved_pairs, results = solve_pairs(graph, list(lp.pairs), run, say, progress, starts)
-    bound = chip_lower_bound(graph, hw, pairs, transfers)
     if best is not None and event_budgets:
         # a flags program runs with the links shared by the hardware, not at the planned
         # rates: the coupled search and the cheap candidates are compared as they run
