@@ -18,7 +18,7 @@ from staticsched.tasks.base import (
 )
 from staticsched.tasks.builder import FP32, Builder, balance_cores
 from staticsched.tasks.matmul import vector
-from staticsched.tasks.matmul.split import BlockSink, SplitEpilogue, halves, load_operands
+from staticsched.tasks.matmul.split import BlockSink, EpilogueTile, SplitEpilogue, halves, load_operands
 from staticsched.tasks.matmul.splitk import SplitK, chunks, pieces, reducers_per_chunk
 from staticsched.tasks.matmul.task import REDUCTION_OPS, MatmulTask, SpanGrid, Tiling
 from staticsched.tasks.matmul.tiling import check_tiling, derive_tiling
@@ -84,7 +84,10 @@ class MatmulPlan(SpanGrid):
             if s.reduces:
                 params = {"gamma": s.gamma, "beta": s.beta}
                 per_panel += ROWOPS[s.op].count_resident(nb, params) + nb * len(s.tensors)
-        return self.task.batches * ops + self.panels * per_panel
+        # on a split chip each AIV with rows reduces its half of the panel
+        sweeps = sum(len([h for h in halves(m1 - m0) if h[1] > h[0]]) if self.aivs else 1
+                     for m0, m1 in self.m_spans)
+        return self.task.batches * (ops + sweeps * per_panel)
 
     def _splitk_ops(self, k_steps: int, epilogue: int) -> int:
         """Per block: the K steps (five ops each), per chunk its FixPipe (and on a coupled core
@@ -179,7 +182,7 @@ class MatmulPlan(SpanGrid):
         a_rows = k if task.transpose_a else m
         b_rows = n if task.transpose_b else k
         t, nm, nn = self.tiling, len(m_spans), len(n_spans)
-        panel: list[_Tile] = []
+        panel: list[EpilogueTile] = []
         for bi in range(task.batches):
             a_off = task.operand_index(task.a_lead, bi) * a_rows
             b_off = task.operand_index(task.b_lead, bi) * b_rows
@@ -198,10 +201,23 @@ class MatmulPlan(SpanGrid):
                         self._panel(em, pi, panel)
                         panel = []
 
-    def _panel(self, em: Builder, pi: int, blocks: list[_Tile]) -> None:
-        """The epilogue of one row panel whose blocks are all in the vector buffer: each row
+    def _panel(self, em: Builder, pi: int, tiles: list[EpilogueTile]) -> None:
+        """The epilogue of one row panel whose blocks are all in vector buffers: on a coupled
+        core one tile per block, on a split chip one per block and AIV (each AIV holds its
+        half of the panel's rows and reduces them alone, rows being independent)."""
+        by_core: dict[int, list[EpilogueTile]] = {}
+        for t in tiles:
+            by_core.setdefault(t.core, []).append(t)
+        base = em.hw.cluster_of(tiles[0].core) * em.hw.cluster_size if em.hw.split else 0
+        for core, blocks in by_core.items():
+            prefix = f"{self.task.id}.r{pi}" + (f".v{core - base}" if em.hw.split else "")
+            self._panel_rows(em, prefix, blocks)
+
+    def _panel_rows(self, em: Builder, prefix: str, blocks: list[EpilogueTile]) -> None:
+        """The epilogue of the rows of ``blocks`` (one row panel's, on one core): each row
         reduction sweeps every block (:mod:`staticsched.tasks.rowops`), the elementwise steps
-        after it run block by block; then every block is stored."""
+        after it run block by block; then every block is stored. The reductions' ops are
+        named after ``prefix``."""
         task = self.task
         first, rows = blocks[0], blocks[0].rows
         start = next(i for i, s in enumerate(task.epilogue) if s.reduces)
@@ -220,7 +236,7 @@ class MatmulPlan(SpanGrid):
                         params[key] = em.item(f"{t.p}.e{i}.{key}", "vector", task.dtype, (1, t.pn))
                         em.load(f"{t.p}.e{i}.load_{key}", t.core, params[key], name, ((0, 1), t.ns))
                 tiles.append(Block(t.ub, t.cols, gamma=params.get("gamma", ""), beta=params.get("beta", "")))
-            ctx = Ctx(em, first.core, f"{task.id}.r{pi}.e{i}", rows, first.pm, task.n)
+            ctx = Ctx(em, first.core, f"{prefix}.e{i}", rows, first.pm, task.n)
             ROWOPS[step.op].resident(ctx, tiles, step.epsilon, "")
         for t in blocks:
             t.store(em)
@@ -228,7 +244,7 @@ class MatmulPlan(SpanGrid):
     def _group(self, em: Builder, grid: list[list[tuple[int, tuple[int, int], tuple[int, int]]]], core: int,
                k_spans: Sequence[tuple[int, int]], offs: tuple[int, int, int],
                fractal: tuple[int, int, int], split: BlockSink | None = None,
-               suffix: str = "") -> list[_Tile]:
+               suffix: str = "") -> list[EpilogueTile]:
         """A group of blocks (``grid[i][j]`` = block number, M span, N span), K step by K step:
         each A tile is loaded once for its grid row and each B tile once for its column (named
         after the row's first and the column's first block, so a 1x1 group names everything
@@ -275,15 +291,13 @@ class MatmulPlan(SpanGrid):
                     em.move(f"{q}.move_b", core, l1b[j], l0b, depth, n1 - n0)
                     em.mmad(f"{q}.mmad", core, l0a, l0b, l0c[i][j], rows, n1 - n0, depth, s == 0)
         if split is not None:  # the epilogue elsewhere, through global memory
-            for i, row in enumerate(grid):
-                for j, (_, ms, ns) in enumerate(row):
-                    split.block(p[i][j], core, ms, ns, offs[2], l0c[i][j])
-            return []
+            return [tile for i, row in enumerate(grid) for j, (_, ms, ns) in enumerate(row)
+                    for tile in split.block(p[i][j], core, ms, ns, offs[2], l0c[i][j])]
         return [self._epilogue(em, p[i][j], core, ms, ns, offs, l0c[i][j], (pad_m[i], pad_n[j]))
                 for i, row in enumerate(grid) for j, (_, ms, ns) in enumerate(row)]
 
     def _epilogue(self, em: Builder, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int],
-                  offs: tuple[int, int, int], l0c: str, pads: tuple[int, int]) -> _Tile:
+                  offs: tuple[int, int, int], l0c: str, pads: tuple[int, int]) -> EpilogueTile:
         """One block's epilogue operands, fixpipe and elementwise steps, and its store (unless
         a row reduction waits for the whole panel)."""
         task = self.task
@@ -295,47 +309,13 @@ class MatmulPlan(SpanGrid):
         out_rows = (o_off + m0, o_off + m1)
         operands = load_operands(em, task, p, core, (pm, pn), out_rows, ns)
         em.fixpipe(f"{p}.fixpipe", core, l0c, ub, rows, cols)
-        tile = _Tile(task, p, core, ub, operands, out_rows, ns, pm, pn)
+        tile = EpilogueTile(task, p, core, ub, operands, out_rows, ns, pm, pn)
         for i, step in enumerate(task.epilogue):
             if step.reduces:
                 return tile  # the rest once the whole row panel is here (_panel)
             tile.step(em, i)
         tile.store(em)
         return tile
-
-
-@attrs.frozen
-class _Tile:
-    """An output block in the vector buffer: its tile (the output's dtype), epilogue operand tiles, where it
-    goes (``rows`` of the output, columns ``ns``) and its padded size."""
-
-    task: MatmulTask
-    p: str
-    core: int
-    ub: str
-    operands: dict[int, str]
-    out_rows: tuple[int, int]
-    ns: tuple[int, int]
-    pm: int
-    pn: int
-
-    @property
-    def rows(self) -> int:
-        return self.out_rows[1] - self.out_rows[0]
-
-    @property
-    def cols(self) -> int:
-        return self.ns[1] - self.ns[0]
-
-    def step(self, em: Builder, i: int) -> None:
-        """Elementwise epilogue step ``i`` in place."""
-        step = self.task.epilogue[i]
-        reads = (self.ub,) if i not in self.operands else (self.ub, self.operands[i])
-        em.vec(f"{self.p}.e{i}.{step.op}", self.core, step.op, reads, self.ub, (self.rows, self.cols),
-               scalar=step.value)
-
-    def store(self, em: Builder) -> None:
-        em.store(f"{self.p}.store", self.core, self.ub, self.task.out, (self.out_rows, self.ns))
 
 
 def plan(task: MatmulTask, hw: Hardware) -> MatmulPlan | vector.VectorPlan:
@@ -360,14 +340,10 @@ def needs(task: MatmulTask, hw: Hardware) -> list[str]:
 
 
 def _split_needs(task: MatmulTask, hw: Hardware) -> list[str]:
-    """On a split chip the block goes L0C -> GM (the workspace) -> UB; a row reduction in the
-    epilogue, which needs the whole row panel on one core, is not lowered there yet."""
+    """On a split chip the block goes L0C -> GM (the workspace) -> UB (a row reduction in the
+    epilogue keeps each AIV's half of the row panel in its UB)."""
     lines = hardware_needs(task.id, hw, roles=("operand", "cube_a", "cube_b", "accumulator", "vector"),
                            paths=[("global", "operand"), ("operand", "cube_a"), ("operand", "cube_b"),
                                   ("accumulator", "global"), ("global", "vector"), ("vector", "global")],
                            cube=True, vector=True, cube_dtype=task.dtype)
-    if task.reduces:
-        ops = ", ".join(s.op for s in task.epilogue if s.reduces)
-        lines.append(f"hardware '{hw.name}' cannot run task '{task.id}': a row reduction in the epilogue "
-                     f"({ops}) is not lowered onto split cores yet; make it a separate rowwise task")
     return lines

@@ -29,9 +29,12 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
+import attrs
+
 from staticsched.model.hardware import round_up
 from staticsched.model.vecops import VECOPS
 from staticsched.tasks.builder import Builder
+from staticsched.tasks.matmul.task import MatmulTask
 from staticsched.tasks.ring import Ring, cluster_aivs
 
 
@@ -59,9 +62,11 @@ class SplitEpilogue:
                          task.out_dtype)
 
     def block(self, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int], o_off: int,
-              l0c: str) -> None:
+              l0c: str) -> list[EpilogueTile]:
         """Store block ``p`` (rows ``ms``, columns ``ns`` of the output) from the accumulator
-        into the AIC's next slot; each AIV of its cluster runs the epilogue on its half."""
+        into the AIC's next slot; each AIV of its cluster runs the epilogue on its half. With a
+        row reduction in the epilogue each AIV stops before it and returns its half (in its
+        UB, to stay there until the row panel is complete): the tiles, by AIV."""
         em, task, hw = self.em, self.plan.task, self.em.hw
         m0, m1 = ms
         rows, cols = m1 - m0, ns[1] - ns[0]
@@ -70,6 +75,7 @@ class SplitEpilogue:
         em.store(f"{p}.fixpipe", core, l0c, self.ws, ((base, base + rows), (0, cols)), deps=slot.after)
         cluster = hw.cluster_of(core) * hw.cluster_size
         loads = []
+        tiles: list[EpilogueTile] = []
         for v, (a0, a1) in zip(self.aivs[hw.cluster_of(core)], halves(rows), strict=False):
             q = f"{p}.v{v - cluster}"
             if a1 <= a0:
@@ -84,15 +90,59 @@ class SplitEpilogue:
             ub = em.item(f"{q}.ub", "vector", task.out_dtype, (hr, self.pn))
             em.load(f"{q}.load", v, ub, self.ws, ((base + a0, base + a1), (0, cols)))
             loads.append(f"{q}.load")
-            epilogue_rows(em, task, q, v, ub, (o_off + m0 + a0, o_off + m0 + a1), ns, self.pn)
+            out_rows = (o_off + m0 + a0, o_off + m0 + a1)
+            if task.reduces:
+                operands = load_operands(em, task, q, v, (hr, self.pn), out_rows, ns)
+                tile = EpilogueTile(task, q, v, ub, operands, out_rows, ns, hr, self.pn)
+                for i in range(next(i for i, s in enumerate(task.epilogue) if s.reduces)):
+                    tile.step(em, i)
+                tiles.append(tile)
+            else:
+                epilogue_rows(em, task, q, v, ub, out_rows, ns, self.pn)
         self.ring.read(slot, loads)
+        return tiles
+
+
+@attrs.frozen
+class EpilogueTile:
+    """An output block in the vector buffer: its tile (the output's dtype), epilogue operand tiles, where it
+    goes (``rows`` of the output, columns ``ns``) and its padded size."""
+
+    task: MatmulTask
+    p: str
+    core: int
+    ub: str
+    operands: dict[int, str]
+    out_rows: tuple[int, int]
+    ns: tuple[int, int]
+    pm: int
+    pn: int
+
+    @property
+    def rows(self) -> int:
+        return self.out_rows[1] - self.out_rows[0]
+
+    @property
+    def cols(self) -> int:
+        return self.ns[1] - self.ns[0]
+
+    def step(self, em: Builder, i: int) -> None:
+        """Elementwise epilogue step ``i`` in place."""
+        step = self.task.epilogue[i]
+        reads = (self.ub,) if i not in self.operands else (self.ub, self.operands[i])
+        em.vec(f"{self.p}.e{i}.{step.op}", self.core, step.op, reads, self.ub, (self.rows, self.cols),
+               scalar=step.value)
+
+    def store(self, em: Builder) -> None:
+        em.store(f"{self.p}.store", self.core, self.ub, self.task.out, (self.out_rows, self.ns))
 
 
 class BlockSink(Protocol):
-    """Where a block's accumulator goes when its epilogue does not follow on the same core."""
+    """Where a block's accumulator goes when its epilogue does not follow on the same core:
+    the tiles whose row reduction waits for the rest of their row panel, if any."""
 
     def block(self, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int], o_off: int,
-              l0c: str) -> None: ...
+              l0c: str) -> list[EpilogueTile]: ...
 
 
 def epilogue_rows(em: Builder, task, q: str, core: int, ub: str, out_rows: tuple[int, int],

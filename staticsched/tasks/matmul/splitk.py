@@ -113,20 +113,22 @@ class SplitK:
                     self.reduce(f"{task.id}.b{b}", self.reducers(used), m_spans[mi], n_spans[ni], bi * task.m)
 
     def block(self, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int], o_off: int,
-              l0c: str) -> None:
-        """Chunk ``self.chunk``'s partial sums of a block into its slice of the workspace."""
+              l0c: str) -> list:
+        """Chunk ``self.chunk``'s partial sums of a block into its slice of the workspace (no
+        tile waits: split-K takes no row reduction)."""
         em = self.em
         (m0, m1), (n0, n1) = ms, ns
         r0 = self.chunk * self.rows + o_off + m0
         region = ((r0, r0 + m1 - m0), (n0, n1))
         if em.hw.split:  # the AIC's FixPipe writes global memory itself
             em.store(f"{p}.fixpipe", core, l0c, self.ws, region)
-            return
+            return []
         assert em.hw.cube is not None
         pm = round_up(m1 - m0, em.hw.cube.fractal[0])
         ub = em.item(f"{p}.ub", "vector", FP32, (pm, self.pn))
         em.fixpipe(f"{p}.fixpipe", core, l0c, ub, m1 - m0, n1 - n0)
         em.store(f"{p}.store", core, ub, self.ws, region)
+        return []
 
     def reduce(self, p: str, reducers: list[int], ms: tuple[int, int], ns: tuple[int, int],
                o_off: int) -> None:
