@@ -47,7 +47,7 @@ def coupled_start(
     own = assembled_makespan(*free)
     fits = _fits_links(hw, transfers, *free, overhead_holds=HOLDS)
     tried = [f"own timetables {own}" + ("" if fits else " (overload the link)")]
-    cands = [("own timetables", list(pairs), free)] if fits else []
+    cands: list[Candidate] = [("own timetables", list(pairs), free)] if fits else []
     for name, split in lp.splits:
         cand = solve_pairs(graph, list(split), quick, say, progress)
         tried.append(f"{name} {assembled_makespan(*cand)}")
@@ -80,7 +80,12 @@ def coupled_start(
     return attrs.evolve(lp, note=note), _seeds(chip, *best, graph), best, chip, cands
 
 
-def _shortest(cands: list) -> tuple:
+#: a candidate of the coupled start: its name, problems and their solutions
+Candidate = tuple[str, list[tuple[Problem, ProblemMap]],
+                  tuple[list[tuple[Problem, ProblemMap]], list[SubResult]]]
+
+
+def _shortest(cands: list[Candidate]) -> Candidate:
     """The candidate ``(name, pairs, results)`` with the shortest assembled makespan (the
     first of equals)."""
     return min(cands, key=lambda c: assembled_makespan(*c[2]))
