@@ -346,12 +346,20 @@ def test_the_summary_profiles_each_core_type_and_the_workspace():
     assert any(ln.startswith(f"cross-core   : {len(cross)} flags") for ln in lines)
 
 
-def test_no_cross_core_ids_is_refused_with_the_reason_and_one_id_suffices(tmp_path, capsys):
-    none = _a2_file(tmp_path / "none.toml", ("cross_core_event_ids = 16 ", "cross_core_event_ids = 0 "))
+def _refused_matmul(tmp_path, capsys, hw_file: str) -> str:
+    """stderr of scheduling matmul_bias_gelu on ``hw_file``, which must refuse it (exit 2,
+    nothing written, no traceback)."""
     out = tmp_path / "out"
-    code = cli.main(["schedule", "examples/matmul_bias_gelu.json", "--hw", none, "-o", str(out)])
+    code = cli.main(["schedule", "examples/matmul_bias_gelu.json", "--hw", hw_file, "-o", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and not out.exists() and "Traceback" not in err
+    return err
+
+
+def test_no_cross_core_ids_is_refused_with_the_reason_and_one_id_suffices(tmp_path, capsys):
+    none = _a2_file(tmp_path / "none.toml", ("cross_core_event_ids = 16 ", "cross_core_event_ids = 0 "))
+    err = _refused_matmul(tmp_path, capsys, none)
+    out = tmp_path / "out"
     assert ("edge 'mm.b0.fixpipe' -> 'mm.b0.v1.load' crosses from core 0 to core 1, but "
             "sync.cross_core_event_ids = 0 leaves no cross-core flag to carry it") in err
     one = _a2_file(tmp_path / "one.toml", ("cross_core_event_ids = 16 ", "cross_core_event_ids = 1 "),
@@ -464,10 +472,8 @@ def test_a_counter_of_capacity_0_refuses_only_graphs_that_need_a_cross_core_flag
     # capacity 0: no cross-core flag can be set, so the solver's explanation names the first
     # edge that needs one; a graph whose dependencies all stay on one core still schedules
     zero = _a2_file(tmp_path / "zero.toml", ("cross_core_capacity = 15 ", "cross_core_capacity = 0 "))
+    err = _refused_matmul(tmp_path, capsys, zero)
     out = tmp_path / "out"
-    code = cli.main(["schedule", "examples/matmul_bias_gelu.json", "--hw", zero, "-o", str(out)])
-    err = capsys.readouterr().err
-    assert code == 2 and not out.exists() and "Traceback" not in err
     assert ("edge 'mm.b0.fixpipe' -> 'mm.b0.v1.load' crosses from core 0 to core 1, but "
             "sync.cross_core_capacity = 0 (a counter that holds no set) leaves no cross-core flag "
             "to carry it") in err
