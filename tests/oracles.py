@@ -4,6 +4,7 @@ with networkx, and used nowhere in the package."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 
@@ -69,21 +70,23 @@ def semi_active_starts(
 
 def fluid_segments(
     capacities: Sequence[int], transfers: Sequence[tuple[int, int, int, tuple[int, ...]]]
-) -> tuple[list[tuple[Fraction, Fraction, dict[int, Fraction]]], dict[int, Fraction]]:
+) -> tuple[list[tuple[int, int, dict[int, Fraction]]], dict[int, int]]:
     """Max-min fair link sharing, event by event, written plainly (docs/program-format.md,
-    "Shared links"): ``transfers`` are ``(data start, work, cap, links)``. Between two events
-    (a data start or a drain) the rates are constant; at each event they are recomputed from
-    scratch by filling: the smallest of the remaining caps and the links' equal shares fixes
-    its transfers, then the rest go on.
+    "Shared links"): ``transfers`` are ``(data start, work, cap, links)``. Events are whole
+    cycles: a data start, or the first cycle by which an active transfer has moved its work at
+    the current rates. Between two events the rates are constant; at each event the transfers
+    that have moved their work leave, and the rates are recomputed from scratch by filling: the
+    smallest of the remaining caps and the links' equal shares fixes its transfers, then the
+    rest go on.
 
-    Returns the segments ``(t0, t1, {transfer: rate})`` and every transfer's drain instant.
+    Returns the segments ``(t0, t1, {transfer: rate})`` and every transfer's end cycle.
     """
     left = {i: Fraction(w) for i, (_, w, _, _) in enumerate(transfers)}
-    drained: dict[int, Fraction] = {}
+    ended: dict[int, int] = {}
     segments = []
-    t = Fraction(min((d for d, _, _, _ in transfers), default=0))
-    while len(drained) < len(transfers):
-        active = [i for i, (d, _, _, _) in enumerate(transfers) if d <= t and i not in drained]
+    t = min((d for d, _, _, _ in transfers), default=0)
+    while len(ended) < len(transfers):
+        active = [i for i, (d, _, _, _) in enumerate(transfers) if d <= t and i not in ended]
         rates: dict[int, Fraction] = {}
         room = {k: Fraction(c) for k, c in enumerate(capacities)}
         while len(rates) < len(active):
@@ -103,16 +106,16 @@ def fluid_segments(
                 if i in rest:
                     for k in transfers[i][3]:
                         room[k] -= r
-        future = [Fraction(d) for d, _, _, _ in transfers if d > t]
-        ends = [t + left[i] / rates[i] for i in active if rates[i] > 0]
+        future = [d for d, _, _, _ in transfers if d > t]
+        ends = [t + math.ceil(left[i] / rates[i]) for i in active if rates[i] > 0]
         nxt = min([*future, *ends])
         segments.append((t, nxt, dict(rates)))
         for i in active:
             left[i] -= rates[i] * (nxt - t)
-            if left[i] == 0:
-                drained[i] = nxt
+            if left[i] <= 0:
+                ended[i] = nxt
         t = nxt
-    return segments, drained
+    return segments, ended
 
 
 def hb_graph(

@@ -3,11 +3,18 @@
 No flag orders two cores' transfers for bandwidth; the memory system shares a link among
 whatever is moving (DESIGN §2, docs/program-format.md "Shared links"). A transfer on a link
 issues at an integer cycle ``s``; its overhead moves nothing; from ``d = s + overhead`` it is
-*active* and drains ``bytes * RATE_DENOM`` work units. At every moment the active transfers
-get the max-min fair rates of progressive filling over the links they use, each capped at its
-path's rate (in units of ``1/RATE_DENOM`` B/cycle). Rates change only when a transfer becomes
-active or drains, so between those events each drains linearly; a transfer drains at a
-rational instant ``tau`` and its pipe is free at ``max(ceil(tau), d + 1)``.
+*active* and drains ``bytes * RATE_DENOM`` work units. The active transfers get the max-min
+fair rates of progressive filling over the links they use, each capped at its path's rate (in
+units of ``1/RATE_DENOM`` B/cycle). Shares change only at whole cycles: when transfers become
+active, and at the end of the cycle in which transfers finish their work (a transfer holds its
+share until its end, the first whole cycle by which it has moved its work). Between those
+cycles each drains linearly at an exact rational rate.
+
+Transfers with the same cap and links always get the same rate, so they are kept as one
+*class*: a service clock (the work each member has moved since the class began) and a heap of
+its members' targets on that clock. An event then costs the number of classes, not of active
+transfers; exact rational times, whose denominators grew without bound when shares changed at
+rational instants, no longer arise (docs/design.md, refinement 33).
 
 This is the producers' reading of that model: the emitter times programs with it and the
 solver compares plans by it (:func:`replay_timetable`). The verifier has its own
@@ -19,12 +26,13 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections import deque
 from collections.abc import Hashable, Sequence
 from fractions import Fraction
 
 import attrs
 
-Time = int | Fraction
+Rate = int | Fraction
 
 
 @attrs.frozen
@@ -38,17 +46,31 @@ class FluidTransfer:
     links: tuple[int, ...] = attrs.field(converter=tuple)
 
 
-class _Active:
-    __slots__ = ("cap", "links", "rate", "rem", "since", "start", "version")
+class _Class:
+    """The active transfers of one (cap, links): one rate for all, so each member is a target
+    on the class's service clock ``served`` (work per member moved by cycle ``since``)."""
 
-    def __init__(self, x: FluidTransfer, start: int) -> None:
-        self.cap = x.cap
-        self.links = x.links
-        self.rate: Time = 0
-        self.rem: Time = x.work
-        self.since: Time = start
-        self.start = start
-        self.version = 0
+    __slots__ = ("cap", "end", "links", "members", "rate", "served", "since")
+
+    def __init__(self, cap: int, links: tuple[int, ...]) -> None:
+        self.cap, self.links = cap, links
+        self.members: list[tuple[Rate, int, Hashable]] = []  # (target, seq, key)
+        self.rate: Rate = 0
+        self.served: Rate = 0
+        self.since = 0
+        self.end: int | None = None
+
+    def catch_up(self, t: int) -> None:
+        if self.rate:
+            self.served += self.rate * (t - self.since)
+        self.since = t
+
+    def retime(self) -> None:
+        if not self.members:
+            self.end = None
+            return
+        # the first whole cycle by which the nearest target is reached at the current rate
+        self.end = self.since - (-(self.members[0][0] - self.served) // self.rate)
 
 
 class FluidLinks:
@@ -56,16 +78,18 @@ class FluidLinks:
 
     Use: :meth:`issue` a transfer when its pipe issues it; before handling anything that
     happens at cycle ``t``, take :meth:`completion` with ``horizon = t`` until it returns None.
-    Completions come in time order; transfers issued later than ``horizon`` cannot change them.
+    Completions come in time order (at one cycle, in issue order); transfers issued later than
+    ``horizon`` cannot change them.
     """
 
     def __init__(self, capacities: Sequence[int]) -> None:
         self.capacity = list(capacities)
         self.pending: list[tuple[int, int, Hashable]] = []  # (data start, seq, key)
         self.waiting: dict[Hashable, FluidTransfer] = {}
-        self.active: dict[Hashable, _Active] = {}
-        self.drains: list[tuple[Time, int, int, Hashable]] = []  # (instant, version, seq, key)
-        self.now: Time = 0
+        self.classes: dict[tuple[int, tuple[int, ...]], _Class] = {}
+        self.empty: list[tuple[int, int, Hashable]] = []  # transfers of no work: (end, seq, key)
+        self.ready: deque[tuple[Hashable, int]] = deque()
+        self.now = 0
         self._seq = 0
 
     def issue(self, key: Hashable, x: FluidTransfer, cycle: int) -> None:
@@ -76,146 +100,109 @@ class FluidLinks:
 
     def completion(self, horizon: int) -> tuple[Hashable, int] | None:
         """The next transfer to finish, and its end cycle, if that is at most ``horizon``."""
-        while True:
-            first = self._first_drain()
-            if self.pending:
-                a = self.pending[0][0]
-                if a <= horizon and (first is None or a < first[0]):
-                    self._activate(a)
-                    continue
-            break
-        if first is None:
-            return None
-        tau, key = first
-        a = self.active[key]
-        end = max(math.ceil(tau), a.start + 1)
-        if end > horizon:
-            return None
-        heapq.heappop(self.drains)
-        self.now = tau
-        del self.active[key]
-        self._rerate()
-        return key, end
+        while not self.ready:
+            t = self._next_event()
+            if t is None or t > horizon:
+                return None
+            self._advance(t)
+        return self.ready.popleft()
 
     def busy(self) -> bool:
-        return bool(self.active or self.pending)
+        return bool(self.ready or self.pending or self.empty
+                    or any(c.members for c in self.classes.values()))
 
     # ------------------------------------------------------------------ internals
-    def _first_drain(self) -> tuple[Time, Hashable] | None:
-        while self.drains:
-            tau, version, _, key = self.drains[0]
-            a = self.active.get(key)
-            if a is not None and a.version == version:
-                return tau, key
-            heapq.heappop(self.drains)
-        return None
+    def _next_event(self) -> int | None:
+        times = [c.end for c in self.classes.values() if c.end is not None]
+        if self.pending:
+            times.append(self.pending[0][0])
+        if self.empty:
+            times.append(self.empty[0][0])
+        return min(times, default=None)
 
-    def _activate(self, t: int) -> None:
+    def _advance(self, t: int) -> None:
         self.now = t
+        done: list[tuple[int, Hashable]] = []
+        for c in self.classes.values():
+            if c.end == t:
+                c.catch_up(t)
+                while c.members and c.members[0][0] <= c.served:
+                    _, seq, key = heapq.heappop(c.members)
+                    done.append((seq, key))
+        while self.empty and self.empty[0][0] == t:
+            _, seq, key = heapq.heappop(self.empty)
+            done.append((seq, key))
         while self.pending and self.pending[0][0] == t:
-            _, _, key = heapq.heappop(self.pending)
-            self.active[key] = _Active(self.waiting.pop(key), t)
-        self._rerate()
-
-    def _rerate(self) -> None:
-        rates = fair_rates(self.capacity, [(a.cap, a.links) for a in self.active.values()])
-        now = self.now
-        for (key, a), r in zip(self.active.items(), rates, strict=True):
-            if r == a.rate:
+            _, seq, key = heapq.heappop(self.pending)
+            x = self.waiting.pop(key)
+            if not x.work:
+                # nothing to move: it holds no share and ends a cycle after its data start
+                heapq.heappush(self.empty, (t + 1, seq, key))
                 continue
-            if a.rate:
-                a.rem -= a.rate * (now - a.since)
-            a.since, a.rate = now, r
-            a.version += 1
-            self._seq += 1
-            heapq.heappush(self.drains, (now + _div(a.rem, r), a.version, self._seq, key))
+            c = self.classes.get((x.cap, x.links))
+            if c is None:
+                c = self.classes[x.cap, x.links] = _Class(x.cap, x.links)
+            c.catch_up(t)
+            heapq.heappush(c.members, (c.served + x.work, seq, key))
+        done.sort()
+        self.ready.extend((key, t) for _, key in done)
+        self._rerate(t)
+
+    def _rerate(self, t: int) -> None:
+        live = [c for c in self.classes.values() if c.members]
+        rates = fair_rates(self.capacity, [(c.cap, c.links) for c in live], [len(c.members) for c in live])
+        for c, r in zip(live, rates, strict=True):
+            if r != c.rate:
+                c.catch_up(t)
+                c.rate = r
+        for c in self.classes.values():
+            if not c.members:
+                c.catch_up(t)
+                c.rate = 0
+            c.retime()
 
 
-def _div(a: Time, b: Time) -> Time:
-    if type(a) is int and type(b) is int:
-        # the common case, integers: a Fraction only when they do not divide (exact either way)
-        q, r = divmod(a, b)
-        return q if r == 0 else Fraction(a, b)
-    q = Fraction(a) / b
-    return q.numerator if q.denominator == 1 else q
-
-
-def fair_rates(capacity: Sequence[int], demands: Sequence[tuple[int, tuple[int, ...]]]) -> list[Time]:
-    """Max-min fair rates by progressive filling: ``demands`` are ``(cap, links)`` per transfer.
+def fair_rates(capacity: Sequence[int], demands: Sequence[tuple[int, tuple[int, ...]]],
+               counts: Sequence[int] | None = None) -> list[Rate]:
+    """Max-min fair rates by progressive filling: ``demands`` are ``(cap, links)`` per transfer,
+    or per class of ``counts`` identical transfers (the rate returned is each member's).
 
     Every transfer not yet fixed rises at the same pace until it reaches its cap or one of its
     links is full; those are fixed, and the rest go on. Exact (integers and fractions).
     """
+    n = len(demands)
+    many = list(counts) if counts is not None else [1] * n
     load = [0] * len(capacity)
-    for cap, links in demands:
+    for (cap, links), m in zip(demands, many, strict=True):
         for k in links:
-            load[k] += cap
+            load[k] += cap * m
     if all(load[k] <= capacity[k] for k in range(len(capacity))):
         return [cap for cap, _ in demands]
-    if all(len(links) == 1 for _, links in demands):
-        return _separate_links(capacity, demands)
-    return _progressive(capacity, demands)
-
-
-def _progressive(capacity: Sequence[int], demands: Sequence[tuple[int, tuple[int, ...]]]) -> list[Time]:
-    """Progressive filling over any links (see :func:`fair_rates`)."""
-    n = len(demands)
-    rate: list[Time] = [0] * n
-    left: list[Time] = list(capacity)
+    rate: list[Rate] = [0] * n
+    left: list[Rate] = list(capacity)
     todo = set(range(n))
     while todo:
-        count = [0] * len(capacity)
+        users = [0] * len(capacity)
         for i in todo:
             for k in demands[i][1]:
-                count[k] += 1
-        level: Time | None = None
-        for i in todo:
-            cap, links = demands[i]
-            m: Time = cap
-            for k in links:
-                share = _div(left[k], count[k])
-                if share < m:
-                    m = share
-            if level is None or m < level:
-                level = m
-        assert level is not None
-        done = []
-        for i in todo:
-            cap, links = demands[i]
-            if cap <= level or any(_div(left[k], count[k]) <= level for k in links):
-                done.append(i)
+                users[k] += many[i]
+        # a link no transfer left uses offers no limit
+        share = [_div(left[k], users[k]) if users[k] else math.inf for k in range(len(capacity))]
+        level = min(min([demands[i][0], *(share[k] for k in demands[i][1])]) for i in todo)
+        done = [i for i in todo
+                if demands[i][0] <= level or any(share[k] <= level for k in demands[i][1])]
+        assert not isinstance(level, float)  # some demand has a cap, so the level is exact
         for i in done:
             rate[i] = level
             todo.discard(i)
             for k in demands[i][1]:
-                left[k] -= level
+                left[k] -= level * many[i]
     return rate
 
 
-def _separate_links(capacity: Sequence[int], demands: Sequence[tuple[int, tuple[int, ...]]]) -> list[Time]:
-    """:func:`fair_rates` when every transfer uses one link (the common case): each link fills
-    on its own, smallest caps first -- a cap below the fair share of what is left is met, and
-    the rest share what remains equally. The same rates as progressive filling, in one sort."""
-    by_link: dict[int, list[int]] = {}
-    for i, (_, links) in enumerate(demands):
-        by_link.setdefault(links[0], []).append(i)
-    rate: list[Time] = [0] * len(demands)
-    for k, members in by_link.items():
-        members.sort(key=lambda i: demands[i][0])
-        left: Time = capacity[k]
-        count = len(members)
-        for j, i in enumerate(members):
-            cap = demands[i][0]
-            share = _div(left, count)
-            if cap <= share:
-                rate[i] = cap
-                left -= cap
-                count -= 1
-                continue
-            for rest in members[j:]:
-                rate[rest] = share
-            break
-    return rate
+def _div(a: Rate, b: int) -> Rate:
+    q = Fraction(a) / b
+    return q.numerator if q.denominator == 1 else q
 
 
 def replay_timetable(

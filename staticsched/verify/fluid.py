@@ -3,10 +3,10 @@
 docs/program-format.md ("Shared links") fixes the arithmetic: a transfer whose path a link
 carries issues at cycle ``s``, moves nothing for its path's ``overhead``, then is *active*
 from ``d = s + overhead`` until it has moved ``bytes`` (``bytes * RATE_DENOM`` work units).
-The active transfers share each link max-min fairly, each capped at its path's rate; shares
-change only when a transfer becomes active or finishes moving its bytes, and the pipe is free
-again at the first whole cycle by which the bytes have moved (at least ``d + 1``). Timed
-programs, and transfers no link carries, keep the durations the program states.
+The active transfers share each link max-min fairly, each capped at its path's rate. Shares
+change only at whole cycles: when transfers become active, and at a transfer's end, the first
+whole cycle by which it has moved its bytes (it holds its share until then). Timed programs,
+and transfers no link carries, keep the durations the program states.
 
 The verifier derives the bytes, the path, its rate and its links from the kind table and the
 hardware model itself; nothing comes from the emitter. Exact arithmetic (:class:`Fraction`).
@@ -82,133 +82,116 @@ def _shared(ix: ProgramIndex, g: int, index: dict[str, int]) -> Shared | None:
     return nbytes * RATE_DENOM, hw.path(src, dst).overhead, path_units(hw, a, src, dst), links
 
 
-class _Rec:
-    """One active transfer: work still to move at instant ``since``, its rate from then on,
-    when it is due to finish at that rate, its cap, links and data start."""
+class _Bundle:
+    """The active transfers of one cap and link set. Max-min fairness gives them one rate, so
+    the bundle keeps one odometer (work moved per member since it began, as of cycle ``at``)
+    and each member's reading at which it is done."""
 
-    __slots__ = ("cap", "data_start", "due", "links", "rate", "rem", "since")
+    __slots__ = ("at", "cap", "done_at", "links", "odometer", "rate")
 
-    def __init__(self, work: int, cap: int, links: tuple[int, ...], data_start: int) -> None:
-        self.rem: Fraction | int = work
-        self.since: Fraction | int = data_start
-        self.rate: Fraction | int = 0
-        self.due: Fraction | int | None = None
+    def __init__(self, cap: int, links: tuple[int, ...]) -> None:
         self.cap = cap
         self.links = links
-        self.data_start = data_start
+        self.odometer: Fraction | int = 0
+        self.rate: Fraction | int = 0
+        self.at = 0
+        self.done_at: list[tuple[Fraction | int, int]] = []  # (odometer reading, gid), a heap
+
+    def reading(self, t: int) -> Fraction | int:
+        return self.odometer + self.rate * (t - self.at)
+
+    def next_end(self) -> int | None:
+        """The first whole cycle by which its nearest member is done, at the current rate."""
+        if not self.done_at:
+            return None
+        need = self.done_at[0][0] - self.odometer
+        return self.at + math.ceil(Fraction(need) / self.rate)
 
 
 class LinkShare:
     """The active transfers of one replay and their max-min fair rates.
 
     :meth:`begin` a transfer when its pipe issues it; :meth:`finish` yields the next one to end
-    no later than a horizon (the next cycle anything else happens), in time order. A transfer's
-    remaining work is brought up to date only when its rate changes.
+    no later than a horizon (the next cycle anything else happens), in time order, those of one
+    cycle by gid. Shares change only at whole cycles (docs/program-format.md, "Shared links").
     """
 
     def __init__(self, capacities: Sequence[int]) -> None:
         self.cap = list(capacities)
-        self.t: Fraction | int = 0
         self.arrivals: list[tuple[int, int, int, int, tuple[int, ...]]] = []
-        self.active: dict[int, _Rec] = {}
-        self.due: list[tuple[Fraction | int, int]] = []  # (due instant, gid), lazily pruned
+        self.bundles: dict[tuple[int, tuple[int, ...]], _Bundle] = {}
+        self.out: list[tuple[int, int]] = []  # (end, gid) found, not yet handed out; a heap
 
     def begin(self, gid: int, cycle: int, shared: Shared) -> None:
         work, overhead, cap, links = shared
         heapq.heappush(self.arrivals, (cycle + overhead, gid, work, cap, links))
 
     def idle(self) -> bool:
-        return not self.active and not self.arrivals
+        return not self.out and not self.arrivals and not any(b.done_at for b in self.bundles.values())
 
     def finish(self, horizon: int) -> tuple[int, int] | None:
         """``(gid, end cycle)`` of the next transfer to end by ``horizon``, or None."""
-        while True:
-            nxt = self._next_due()
-            arrive = self.arrivals[0][0] if self.arrivals else None
-            if arrive is not None and arrive <= horizon and (nxt is None or arrive < nxt[0]):
-                self.t = arrive
-                while self.arrivals and self.arrivals[0][0] == arrive:
-                    d, g, work, cap, links = heapq.heappop(self.arrivals)
-                    self.active[g] = _Rec(work, cap, links, d)
-                self._share()
-                continue
-            if nxt is None:
+        while not self.out:
+            ends = [e for e in (b.next_end() for b in self.bundles.values()) if e is not None]
+            if self.arrivals:
+                ends.append(self.arrivals[0][0])
+            if not ends or min(ends) > horizon:
                 return None
-            tau, gid = nxt
-            end = max(math.ceil(tau), self.active[gid].data_start + 1)
-            if end > horizon:
-                return None
-            heapq.heappop(self.due)
-            self.t = tau
-            del self.active[gid]
-            self._share()
-            return gid, end
+            self._step(min(ends))
+        end, gid = heapq.heappop(self.out)
+        return gid, end
 
-    def _next_due(self) -> tuple[Fraction | int, int] | None:
-        due = self.due
-        while due:
-            tau, g = due[0]
-            rec = self.active.get(g)
-            if rec is not None and rec.due == tau:
-                return tau, g
-            heapq.heappop(due)
-        return None
-
-    def _share(self) -> None:
-        """Progressive filling: raise every unfrozen rate together; freeze the transfers that
-        reach their cap and those on a link that fills. Re-times the transfers whose rate
-        changes."""
-        recs = self.active
-        users = [0] * len(self.cap)
-        demand = [0] * len(self.cap)
-        for rec in recs.values():
-            for k in rec.links:
-                users[k] += 1
-                demand[k] += rec.cap
-        if all(demand[k] <= self.cap[k] for k in range(len(self.cap))):
-            rates = {g: rec.cap for g, rec in recs.items()}
-        else:
-            rates = _filled(self.cap, users, recs)
-        t = self.t
-        for g, rec in recs.items():
-            r = rates[g]
-            if r == rec.rate:
+    def _step(self, t: int) -> None:
+        """Everything that happens at cycle ``t``: members done leave, arrivals join, then the
+        shares are filled again."""
+        for b in self.bundles.values():
+            now = b.reading(t)
+            while b.done_at and b.done_at[0][0] <= now:
+                heapq.heappush(self.out, (t, heapq.heappop(b.done_at)[1]))
+        while self.arrivals and self.arrivals[0][0] == t:
+            _, gid, work, cap, links = heapq.heappop(self.arrivals)
+            if work == 0:
+                # moves nothing, holds no share: it ends one cycle after its data start
+                heapq.heappush(self.out, (t + 1, gid))
                 continue
-            if rec.rate:
-                rec.rem = rec.rem - rec.rate * (t - rec.since)
-            rec.since, rec.rate = t, r
-            rec.due = t + _quotient(rec.rem, r)
-            heapq.heappush(self.due, (rec.due, g))
+            b = self.bundles.setdefault((cap, links), _Bundle(cap, links))
+            heapq.heappush(b.done_at, (b.reading(t) + work, gid))
+        busy = [b for b in self.bundles.values() if b.done_at]
+        rates = _filled(self.cap, busy)
+        for b, r in zip(busy, rates, strict=True):
+            b.odometer, b.at, b.rate = b.reading(t), t, r
+        for b in self.bundles.values():
+            if not b.done_at:
+                b.odometer, b.at, b.rate = b.reading(t), t, 0
 
 
-def _quotient(a: Fraction | int, b: Fraction | int) -> Fraction | int:
-    """``a / b`` exactly: an int when it is one."""
-    if type(a) is int and type(b) is int:
-        q, r = divmod(a, b)
-        return q if r == 0 else Fraction(a, b)
-    q = Fraction(a) / b
-    return q.numerator if q.denominator == 1 else q
-
-
-def _filled(capacity: Sequence[int], users: list[int], recs: dict[int, _Rec]) -> dict[int, Fraction | int]:
-    """Max-min fair rates of the active transfers ``recs`` (``users``: how many use each link)."""
-    users = list(users)
+def _filled(capacity: Sequence[int], bundles: list[_Bundle]) -> list[Fraction | int]:
+    """Max-min fair rate of each member of ``bundles``: raise every unfrozen rate together;
+    freeze the bundles that reach their cap and those on a link that fills."""
+    users = [0] * len(capacity)
+    for b in bundles:
+        for k in b.links:
+            users[k] += len(b.done_at)
+    if all(sum(b.cap * len(b.done_at) for b in bundles if k in b.links) <= c
+           for k, c in enumerate(capacity)):
+        return [b.cap for b in bundles]
     free = [Fraction(c) for c in capacity]
     level = Fraction(0)
-    left = dict(recs)
-    out: dict[int, Fraction | int] = {}
+    left = set(range(len(bundles)))
+    out: list[Fraction | int] = [0] * len(bundles)
     while left:
         # how far every unfrozen rate can still rise together
-        step = min(rec.cap - level for rec in left.values())
+        step = min(bundles[i].cap - level for i in left)
         for k in range(len(free)):
             if users[k]:
                 step = min(step, free[k] / users[k])
         level += step
         for k in range(len(free)):
             free[k] -= step * users[k]
-        for g in [g for g, rec in left.items() if rec.cap <= level or any(free[k] <= 0 for k in rec.links)]:
-            rec = left.pop(g)
-            out[g] = level.numerator if level.denominator == 1 else level
-            for k in rec.links:
-                users[k] -= 1
+        for i in sorted(i for i in left if bundles[i].cap <= level
+                        or any(free[k] <= 0 for k in bundles[i].links)):
+            left.discard(i)
+            out[i] = level.numerator if level.denominator == 1 else level
+            for k in bundles[i].links:
+                users[k] -= len(bundles[i].done_at)
     return out
