@@ -14,11 +14,13 @@ Run from the repository root, with nothing else running::
     python benchmarks/split.py                              # the default examples, list schedules
     python benchmarks/split.py --method cpsat --time-limit 20
     python benchmarks/split.py --examples matmul_gelu       # the 4096^3 chip (minutes on a2)
+    python benchmarks/split.py --all                        # every shipped TaskGraph (~1 hour)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -37,6 +39,13 @@ from staticsched.verify import verify  # noqa: E402
 
 PRESETS = ("seed-davinci", "ascend-a2")
 DEFAULT = ("matmul_bias_gelu", "chain", "gemv_m1", "matmul_vector_heavy", "ffn_layernorm", "attention")
+
+
+def taskgraph_examples() -> list[str]:
+    """Every shipped example that is a TaskGraph (OpGraphs name their units: they belong to one
+    chip), by name."""
+    return [p.stem for p in sorted((ROOT / "examples").glob("*.json"))
+            if json.loads(p.read_text()).get("format") == "staticsched.taskgraph"]
 
 
 def _active(compiled, engine: str) -> float:
@@ -80,13 +89,14 @@ def row(example: str, preset: str, method: str, time_limit: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--examples", nargs="*", default=list(DEFAULT))
+    ap.add_argument("--all", action="store_true", help="every shipped TaskGraph example")
     ap.add_argument("--method", default="list", choices=("list", "cpsat"))
     ap.add_argument("--time-limit", type=float, default=10.0)
     args = ap.parse_args(argv)
     print("| example | hw | ops | makespan | bound | gap | cube active | vector active | "
           "workspace | cross-core flags | verified | s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for ex in args.examples:
+    for ex in taskgraph_examples() if args.all else args.examples:
         for preset in PRESETS:
             r = row(ex, preset, args.method, args.time_limit)
             if "refused" in r:

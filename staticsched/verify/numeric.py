@@ -242,13 +242,24 @@ def _halves(ix: ProgramIndex) -> tuple[set[int], set[int]] | None:
     for g in ix.gm_accesses:
         by_tensor.setdefault(g.tensor, []).append(g)
     for accs in by_tensor.values():
-        writes = [g for g in accs if g.write]
-        for w in writes:
-            cw = core[w.gid]
-            for g in accs:
-                c = core[g.gid]
-                if c != cw and (not g.write or _overlap(w.region, g.region)):
-                    parent[find(c)] = find(cw)
+        # a core that reads a tensor another core writes (anywhere in it) joins that core
+        readers = {core[g.gid] for g in accs if not g.write}
+        writers = {core[g.gid] for g in accs if g.write}
+        for cr in sorted(readers):
+            for cw in sorted(writers):
+                if cr != cw:
+                    parent[find(cr)] = find(cw)
+        # two cores writing overlapping regions join: each distinct (region, core) once (a ring
+        # slot is written thousands of times), swept by first row so that only regions whose
+        # rows overlap are compared
+        written = sorted({(g.region, core[g.gid]) for g in accs if g.write})
+        open_: list[tuple[tuple[tuple[int, int], tuple[int, int]], int]] = []
+        for region, c in written:
+            open_ = [(r, co) for r, co in open_ if r[0][1] > region[0][0]]
+            for r, co in open_:
+                if co != c and _overlap(r, region):
+                    parent[find(c)] = find(co)
+            open_.append((region, c))
     # an item two cores access (one in an unbounded space) joins them too
     core_of_item: dict[str, int] = {}
     for g in range(ix.n):
