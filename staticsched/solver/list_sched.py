@@ -273,12 +273,14 @@ class _Run:
                         # further only (a chip of ready transfers would be rescanned per event)
                         limit = min(limit, len(skipped) + STARVED_SCAN)
                         continue
-                    placed = self.memory.place(i)
-                    if isinstance(placed, tuple):
+                    dur = x.cycles(rate) if x is not None else self.prob.dur[i]
+                    # the trackers before memory: both are pure checks, and an op a full pool
+                    # refuses is retried at every event, where placing it first cost the most
+                    if any(tr.refuses(i, t + dur, self.start) for tr in self.trackers):
                         skipped.append(r)
                         continue
-                    dur = x.cycles(rate) if x is not None else self.prob.dur[i]
-                    if any(tr.refuses(i, t + dur, self.start) for tr in self.trackers):
+                    placed = self.memory.place(i)
+                    if isinstance(placed, tuple):
                         skipped.append(r)
                         continue
                     self._begin(i, t, placed, dur, rate)

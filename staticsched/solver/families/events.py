@@ -227,9 +227,24 @@ class EventTracker:
         # per op, the tokens it produces in binding pools: the only ones full() counts
         self.bound_tokens = [[prob.tokens[k] for k in ks if self.binding[prob.tokens[k].budget]]
                              for ks in prep.produces]
+        #: op -> (pool, lifetimes it needs there) of its last refusal (see :meth:`refuses`)
+        self.refused: dict[int, tuple[int, int]] = {}
 
     def refuses(self, i: int, end: int, start: list[int]) -> bool:
-        return self.full(i, end, start) >= 0
+        # a refusal is remembered as (pool, lifetimes op i needs in it): the need only grows as
+        # more ops start, so while that pool still has no room for it the answer stands, and
+        # the retries at every later event skip the tokens' trigger checks
+        seen = self.refused.get(i)
+        if seen is not None:
+            b, c = seen
+            if self._live(b, end) + c > self.prob.budgets[b].capacity:
+                return True
+        b, c = self._first_full(i, end, start)
+        if b < 0:
+            self.refused.pop(i, None)
+            return False
+        self.refused[i] = (b, c)
+        return True
 
     def stuck(self, i: int, end: int, start: list[int], rule: str) -> Stuck | None:
         b = self.full(i, end, start)
@@ -239,18 +254,26 @@ class EventTracker:
 
     def full(self, i: int, end: int, start: list[int]) -> int:
         """-1 if op ``i`` may open its lifetimes, which begin at ``end``; else the full pool."""
+        return self._first_full(i, end, start)[0]
+
+    def _first_full(self, i: int, end: int, start: list[int]) -> tuple[int, int]:
+        """The first pool without room for op ``i``'s lifetimes and how many it needs there;
+        ``(-1, 0)`` when every pool has room."""
         toks = self.bound_tokens[i]
         if not toks:
-            return -1
+            return -1, 0
         need: dict[int, int] = {}
         for tok in toks:
             if _present(tok, start):
                 need[tok.budget] = need.get(tok.budget, 0) + 1
         for b, c in need.items():
-            live = self.open_count[b] + sum(1 for e in self.closed_ends[b] if e > end)
-            if live + c > self.prob.budgets[b].capacity:
-                return b
-        return -1
+            if self._live(b, end) + c > self.prob.budgets[b].capacity:
+                return b, c
+        return -1, 0
+
+    def _live(self, b: int, end: int) -> int:
+        """Lifetimes of pool ``b`` open at ``end``: the open ones and the closed ones ending later."""
+        return self.open_count[b] + sum(1 for e in self.closed_ends[b] if e > end)
 
     def begin(self, i: int, t: int, start: list[int]) -> None:
         """Op ``i`` starts at ``t`` (``start[i]`` already set): open and close lifetimes."""
