@@ -185,6 +185,25 @@ def test_a_row_reduction_in_a_split_epilogue_verifies_clean_with_numbers_and_jit
     assert all(compiled.schedule.hw.core_type(c).name == "AIV" for c in aiv)
 
 
+def test_each_aiv_s_ub_is_checked_for_its_half_of_the_rows():
+    # a 64-row softmax panel of 1024 fp16 columns, double-buffered: 256 KiB, over a UB of
+    # 192 KiB; each AIV holds 32 of the rows (tasks/matmul/split.py), 128 KiB. Refused on a
+    # chip whose Vector core holds the whole panel, accepted, scheduled and verified on ascend-a2
+    from staticsched.tasks.matmul.tiling import matmul_requirements
+
+    graph = _matmul_graph(64, 1024, 64, [{"op": "softmax"}])
+    graph["tasks"][0]["tiling"]["base_n"] = 128
+    tg = taskgraph_from_dict(graph)
+    a2 = load_hardware("ascend-a2")
+    def vector(hw):
+        return next(r for r in matmul_requirements(tg.tasks[0], 64, 128, 64, 2, hw) if r.role == "vector")
+
+    assert vector(a2).formula.startswith("(ceil(base_m/2)*N")
+    assert vector(a2).bytes <= 192 * 1024 < vector(None).bytes  # None: a core holding every row
+    compiled = compile_graph(tg, a2, method="list")
+    assert verify(compiled.program, a2, jitter=2, numeric=True).ok
+
+
 def test_a_split_core_opgraph_schedules_and_verifies_on_ascend_a2(tmp_path, capsys):
     # the canonical AIC -> GM -> both AIVs pipeline of one tile, written as micro-ops: the
     # solver, the sync planner and the verifier take the split chip's cores as they are

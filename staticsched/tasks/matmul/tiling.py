@@ -41,12 +41,14 @@ def _units(dtype_bytes: int) -> str:
     """The factor a tile of elements of ``dtype_bytes`` takes in :data:`UNIT` s (``""``: 1)."""
     return "" if dtype_bytes == UNIT else f"{dtype_bytes // UNIT}*"
 
-#: (term, factors, elements) of an epilogue operand tile of each form in the vector buffer
-_FORM_TERMS = {
-    "col": lambda m, n: ("base_n", f"{n}", n),
-    "row": lambda m, n: ("base_m", f"{m}", m),
-    "full": lambda m, n: ("base_m*base_n", f"{m}*{n}", m * n),
-}
+def _form_term(form: str, m: int, m_text: str, n: int) -> tuple[str, str, int]:
+    """(term, factors, elements) of an epilogue operand tile of ``form`` in the vector buffer,
+    for tiles of ``m`` rows (``m_text`` in the formula) and ``n`` columns."""
+    if form == "col":
+        return "base_n", f"{n}", n
+    if form == "row":
+        return m_text, f"{m}", m
+    return f"{m_text}*base_n", f"{m}*{n}", m * n
 
 
 def matmul_requirements(
@@ -94,16 +96,22 @@ def matmul_requirements(
     # rows and fp32 row statistics
     n_pad = round_up(task.n, hw.cube.fractal[1] if hw is not None and hw.cube is not None else 16)
     panel = task.reduces
-    ub_terms = [uo + ("base_m*N" if panel else "base_m*base_n")]
-    ub_factors = [uo + (f"{base_m}*{n_pad}" if panel else f"{base_m}*{base_n}")]
-    ub_elems = fo * base_m * (n_pad if panel else base_n)
+    # on a split chip each of a cluster's two AIVs holds its half of a block's rows (of the row
+    # panel with a reduction) in its own UB (tasks/matmul/split.py); split-K reducers hold less
+    # still, and stay counted at base_m
+    halved = hw is not None and hw.split and split_k == 1
+    vm = math.ceil(base_m / 2) if halved else base_m
+    vm_t = "ceil(base_m/2)" if halved else "base_m"
+    ub_terms = [uo + (f"{vm_t}*N" if panel else f"{vm_t}*base_n")]
+    ub_factors = [uo + (f"{vm}*{n_pad}" if panel else f"{vm}*{base_n}")]
+    ub_elems = fo * vm * (n_pad if panel else base_n)
     for step in task.epilogue:
         if step.reduces:
             terms = [("N", f"{n_pad}", n_pad, ui, fi)] * (len(step.tensors))
         else:
-            terms = [(*_FORM_TERMS[form](base_m, base_n), ui, fi) for form in VECOPS[step.op].operands[1:]]
+            terms = [(*_form_term(form, vm, vm_t, base_n), ui, fi) for form in VECOPS[step.op].operands[1:]]
         if not step.reduces:  # an op's scratch tiles (the vec-op table's UB working set)
-            terms += [(*_FORM_TERMS["full"](base_m, base_n), uo, fo)] * VECOPS[step.op].scratch
+            terms += [(*_form_term("full", vm, vm_t, base_n), uo, fo)] * VECOPS[step.op].scratch
         for term, factor, elems, unit, f in terms:
             ub_terms.append(unit + term)
             ub_factors.append(unit + factor)
@@ -113,10 +121,10 @@ def matmul_requirements(
         ub_factors.append(f"3*2*{base_m}*{base_n}")
         ub_elems += 3 * 2 * base_m * base_n
     if panel:
-        # fp32 [base_m, 1] statistics, in 2-byte units
-        ub_terms.append(f"{STATS}*base_m*2")
-        ub_factors.append(f"{STATS}*{base_m}*2")
-        ub_elems += STATS * base_m * 2
+        # fp32 [rows, 1] statistics, in 2-byte units
+        ub_terms.append(f"{STATS}*{vm_t}*2")
+        ub_factors.append(f"{STATS}*{vm}*2")
+        ub_elems += STATS * vm * 2
 
     def _sum(parts: list[str]) -> str:
         return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
