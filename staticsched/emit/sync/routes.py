@@ -33,7 +33,9 @@ def assign_routes(sync: SyncModel, plan: SyncPlan) -> SyncPlan:
     grouped = [False] * len(flags)
     merged = [False] * len(flags)
     size = sync.cluster_size - 1  # the AIVs a mode-2 flag reaches
-    for st in plan.streams:
+    streams = [attrs.evolve(st, slots=_cross_last(st.slots, flags, route))
+               if st.core % sync.cluster_size == sync.hub_slot else st for st in plan.streams]
+    for st in streams:
         if st.core % sync.cluster_size != sync.hub_slot:
             continue
         slots = st.slots
@@ -53,7 +55,37 @@ def assign_routes(sync: SyncModel, plan: SyncPlan) -> SyncPlan:
         if r == "2" and not grouped[f]:
             r = "gm"
         out.append(attrs.evolve(fl, route=r, merged=merged[f]) if r else fl)
-    return attrs.evolve(plan, flags=out)
+    return attrs.evolve(plan, flags=out, streams=streams)
+
+
+def _cross_last(slots: tuple, flags: tuple[Flag, ...], route: list[str]) -> tuple:
+    """``slots`` with each run of WAITs (or of SETs) between two ops put in the order: the
+    core's own flags first, then the cross-core ones, those that may go in mode 2 by id and
+    AIV. The flags of a run all wait before (or set after) the same op, so their order changes
+    nothing but when each is reached: a cluster's two waits of one id become adjacent, which
+    a mode-2 group needs (an intra-core WAIT between them made both GM words), and a
+    cross-core wait, which stalls the whole core, is reached no earlier than before."""
+    out: list = []
+    k = 0
+    while k < len(slots):
+        what = slots[k][0]
+        j = k
+        while j < len(slots) and slots[j][0] == what:
+            j += 1
+        run = slots[k:j]
+        if what != "op" and len(run) > 1:
+            def key(slot, _what=what):
+                f = slot[1]
+                if not route[f]:
+                    return (0, 0, 0, 0)
+                if route[f] != "2":
+                    return (1, 1, 0, 0)
+                peer = flags[f].wait_core if _what == "set" else flags[f].set_core
+                return (1, 0, flags[f].event, peer)
+            run = tuple(sorted(run, key=key))
+        out.extend(run)
+        k = j
+    return tuple(out)
 
 
 def _group(flags: tuple[Flag, ...], route: list[str], grouped: list[bool],
