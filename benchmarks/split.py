@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from staticsched.api import compile_graph  # noqa: E402
 from staticsched.errors import StaticschedError  # noqa: E402
+from staticsched.frontend.taskgraph import FORMAT as TASKGRAPH_FORMAT  # noqa: E402
 from staticsched.model.hardware_toml import load_hardware  # noqa: E402
 from staticsched.model.opkinds import region_bytes  # noqa: E402
 from staticsched.verify import verify  # noqa: E402
@@ -45,7 +46,7 @@ def taskgraph_examples() -> list[str]:
     """Every shipped example that is a TaskGraph (OpGraphs name their units: they belong to one
     chip), by name."""
     return [p.stem for p in sorted((ROOT / "examples").glob("*.json"))
-            if json.loads(p.read_text()).get("format") == "staticsched.taskgraph"]
+            if json.loads(p.read_text()).get("format") == TASKGRAPH_FORMAT]
 
 
 def _active(compiled, engine: str) -> float:

@@ -74,18 +74,20 @@ def _cross_last(slots: tuple, flags: tuple[Flag, ...], route: list[str]) -> tupl
             j += 1
         run = slots[k:j]
         if what != "op" and len(run) > 1:
-            def key(slot, _what=what):
-                f = slot[1]
-                if not route[f]:
-                    return (0, 0, 0, 0)
-                if route[f] != "2":
-                    return (1, 1, 0, 0)
-                peer = flags[f].wait_core if _what == "set" else flags[f].set_core
-                return (1, 0, flags[f].event, peer)
-            run = tuple(sorted(run, key=key))
+            run = sorted(run, key=lambda slot: _place_in_run(flags[slot[1]], what, route[slot[1]]))
         out.extend(run)
         k = j
     return tuple(out)
+
+
+def _place_in_run(flag: Flag, what: str, route: str) -> tuple[int, int, int, int]:
+    """Sort key of a flag slot in its run (stable sort): the core's own flags, then mode-2
+    candidates by id and AIV, then the other cross-core flags."""
+    if not route:
+        return (0, 0, 0, 0)
+    if route != "2":
+        return (1, 1, 0, 0)
+    return (1, 0, flag.event, flag.wait_core if what == "set" else flag.set_core)
 
 
 def _group(flags: tuple[Flag, ...], route: list[str], grouped: list[bool],
