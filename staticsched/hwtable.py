@@ -54,6 +54,7 @@ def hardware_table(hw: Hardware) -> list[str]:
             f"{'every pipe of its core' if sy.cross_core_wait_stalls_core else 'its own pipe'}",
             f"  GM-word flag latency                {sy.gm_flag_latency} cycles "
             f"({'unused: point-to-point flags exist' if sy.pair_flags else 'across clusters, AIV to AIV'})",
+            f"  GM-word wait's polling load         {sy.gm_flag_poll} cycles",
         ]
     if hw.paths:
         out += ["", "transfer paths (cycles = overhead + ceil(bytes / bytes_per_cycle))"]

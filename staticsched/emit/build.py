@@ -10,13 +10,15 @@ cycle as its ``cycle``.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import attrs
 
 from staticsched.emit.sync import Flag, SyncPlan, plan_sync, plan_timed
+from staticsched.emit.sync.barriers import bundles, choose_barriers
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.deps import intended_writes
 from staticsched.model.fluid import FluidLinks, FluidTransfer
@@ -76,7 +78,7 @@ def replay(schedule: Schedule, plan: SyncPlan) -> Replayed:
     sync = schedule.hw.sync
     # a transfer slowed by a shared link runs longer than its op's nominal duration
     duration = {t.id: t.end - t.start for t in schedule.ops}
-    latency = _latencies(sync, plan)
+    latency, hold = _latencies(sync, plan), _holds(sync, plan)
     streams = plan.streams
     cycles = [[0] * len(s.slots) for s in streams]
     ends: dict[str, int] = {}
@@ -105,7 +107,7 @@ def replay(schedule: Schedule, plan: SyncPlan) -> Replayed:
                 if ref not in visible:
                     blocked[ref] = s
                     break
-                t = max(t, visible[ref])
+                t = max(t, visible[ref]) + hold[ref]
                 cycles[s][k] = t
             k += 1
         at[s], cursor[s] = k, t
@@ -114,8 +116,14 @@ def replay(schedule: Schedule, plan: SyncPlan) -> Replayed:
 
 
 def _latencies(sync, plan: SyncPlan) -> list[int]:
+    # visibility only: a GM word's polling load is its wait's hold (_holds), paid after the
+    # later of the wait's arrival and the word's visibility
     return [sync.route_latency(f.route) if f.route else
             sync.latency((f.set_core, f.set_unit), (f.wait_core, f.wait_unit)) for f in plan.flags]
+
+
+def _holds(sync, plan: SyncPlan) -> list[int]:
+    return [sync.wait_hold(f.route) for f in plan.flags]
 
 
 def _check_finished(plan: SyncPlan, at: Sequence[int]) -> None:
@@ -151,12 +159,14 @@ def _fluid_replay(schedule: Schedule, plan: SyncPlan, fluid: dict[str, FluidTran
     """The replay in time order: pipes issue as in :func:`replay`, transfers on shared links
     end when link sharing (:class:`~staticsched.model.fluid.FluidLinks`) drains them."""
     duration = {t.id: t.end - t.start for t in schedule.ops}
-    latency = _latencies(schedule.hw.sync, plan)
+    latency, hold = _latencies(schedule.hw.sync, plan), _holds(schedule.hw.sync, plan)
     streams = plan.streams
     cycles = [[0] * len(s.slots) for s in streams]
     ends: dict[str, int] = {}
     at = [0] * len(streams)
     visible: dict[int, int] = {}
+    #: a polling wait's completion (arrival or visibility, whichever is later, plus its hold)
+    polled: dict[int, int] = {}
     blocked: dict[int, list[tuple[int, int]]] = {}
     heap = [(0, s) for s in range(len(streams))]
     links = FluidLinks([lk.units for lk in schedule.hw.links])
@@ -191,6 +201,12 @@ def _fluid_replay(schedule: Schedule, plan: SyncPlan, fluid: dict[str, FluidTran
                     else:
                         heapq.heappush(heap, (vis, s))
                     return
+                if hold[ref]:
+                    done_at = polled.setdefault(ref, t + hold[ref])
+                    if done_at > t:
+                        at[s] = k
+                        heapq.heappush(heap, (done_at, s))
+                        return
                 cycles[s][k] = t
             k += 1
         at[s] = k
@@ -344,6 +360,17 @@ def _program(schedule: Schedule, plan: SyncPlan, played: Replayed, mode: str) ->
                 )
             elif mode == "flags":
                 f = plan.flags[ref]
+                if f.route == "0":
+                    # a mode-0 SET (or WAIT) is one flag per other core of the barrier in a row:
+                    # one instruction, its WAIT passing when the last of them has set
+                    if k and _same_barrier(plan, st.slots[k - 1], what, f):
+                        continue
+                    j = k + 1
+                    while j < len(st.slots) and _same_barrier(plan, st.slots[j], what, f):
+                        cycle = max(cycle, int(cycles[s][j]))
+                        j += 1
+                    instrs.append(Instr(f"{what}_cross", cycle, event=f.event, peer_core=st.core, mode="0"))
+                    continue
                 # a merged mode-2 flag's AIC side is its group's one instruction
                 if not (f.merged and st.core % sync.cluster_size == sync.hub_slot):
                     if f.route == "2":
@@ -364,6 +391,13 @@ def _program(schedule: Schedule, plan: SyncPlan, played: Replayed, mode: str) ->
         streams=streams,
         source=graph.source,
     )
+
+
+def _same_barrier(plan: SyncPlan, slot: tuple[str, Any], what: str, f: Flag) -> bool:
+    if slot[0] != what:
+        return False
+    g = plan.flags[slot[1]]
+    return g.route == "0" and g.event == f.event
 
 
 def _sync_instr(f: Flag, what: str, cycle: int, sync: SyncModel) -> Instr:
@@ -452,5 +486,13 @@ def finalize(
                      "per group of cores instead (one id per pool, consumers re-timed)")
     with rep.phase("build program"):
         played = replay(schedule, plan)
+        if bundles(schedule.hw, plan):
+            start = {t.id: t.start for t in schedule.ops}
+            barred, replayed, choices = choose_barriers(
+                schedule.hw, plan, played.makespan, functools.partial(replay, schedule), start)
+            for choice in choices:
+                rep.line(f"  barrier: {choice.line()}")
+            plan = attrs.evolve(barred, stats=attrs.evolve(barred.stats, barriers=tuple(choices)))
+            played = replayed or played
         final = _played(schedule, plan, played)
         return final, _program(final, plan, played, "flags"), plan

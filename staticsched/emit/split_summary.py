@@ -91,5 +91,9 @@ def split_lines(schedule: Schedule, plan: SyncPlan, busy: Mapping[tuple[int, str
             groups = sum(1 for f in plan.flags if f.route == "2" and not f.merged)
             lines.append(f"  routes     : {routes.count('2')} mode 2 (one broadcast SET or AND WAIT "
                          f"for each {hw.cluster_size - 1} of them on the AIC: {groups} instructions), "
-                         f"{routes.count('gm')} GM words")
+                         f"{routes.count('gm')} GM words"
+                         + (f", {routes.count('0')} mode 0 (barriers: one SET and one WAIT per core "
+                            "for each barrier)" if "0" in routes else ""))
+        for choice in plan.stats.barriers:
+            lines.append(f"  barrier    : {choice.line()}")
     return lines

@@ -75,6 +75,10 @@ class SyncModel:
     #: cycles from a GM-word flag's store to its polling wait seeing it (IBSet/IBWait): how
     #: cores signal where the chip has no hardware flag between them
     gm_flag_latency: int = 0
+    #: cycles a GM-word wait holds its core once the word is visible: the final polling load
+    #: (a one-word GM read on the waiting core), paid by every GM-word wait, even one whose
+    #: word was stored long before it was reached
+    gm_flag_poll: int = 0
     #: set by the loader on split chips whose modes lack point-to-point flags: cores per
     #: cluster, and the place in a cluster of the core mode 2 connects to the others (the AIC)
     cluster_size: int = 0
@@ -109,19 +113,26 @@ class SyncModel:
         return "gm"
 
     def route_latency(self, route: str) -> int:
-        """A cross-core flag's latency by its route (:meth:`route`)."""
+        """Cycles from a cross-core SET of ``route`` (:meth:`route`) firing to the flag being
+        visible to its wait (a GM word's polling load comes after: :meth:`wait_hold`)."""
         return self.gm_flag_latency if route == "gm" else self.cross_core_latency
+
+    def wait_hold(self, route: str) -> int:
+        """Cycles a wait of ``route`` takes once its set is visible: ``gm_flag_poll`` for a GM
+        word's polling load, 0 for a hardware flag."""
+        return self.gm_flag_poll if route == "gm" else 0
 
     def latency(self, src: tuple[int, str], dst: tuple[int, str]) -> int:
         """Cycles from an op on pipe ``src`` = ``(core, unit)`` ending to a dependent op on pipe
         ``dst`` starting: 0 on one pipe (program order), ``flag_latency`` across the pipes of
         one core (a flag carries the dependency), across cores the latency of the flag's route
-        (``cross_core_latency``, or ``gm_flag_latency`` for a GM word). The one definition of
-        an edge's latency: the solver, the normaliser, the schedule check, the sync planner and
-        the program builder all use it."""
+        (``cross_core_latency``, or for a GM word ``gm_flag_latency`` and its wait's polling
+        load, ``gm_flag_poll``). The one definition of an edge's latency: the solver, the
+        normaliser, the schedule check, the sync planner and the program builder all use it."""
         if src[0] != dst[0]:
             if self.cluster_size and not self.pair_flags:
-                return self.route_latency(self.route(src[0], dst[0]))
+                route = self.route(src[0], dst[0])
+                return self.route_latency(route) + self.wait_hold(route)
             return self.cross_core_latency
         return self.flag_latency if src[1] != dst[1] else 0
 

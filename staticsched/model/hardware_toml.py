@@ -124,7 +124,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     w = f"{where}: sync"
     check_keys(sync_d, {"event_ids", "flag_latency", "cross_core_event_ids", "cross_core_latency",
                         "cross_core_capacity", "cross_core_ids_per_core", "cross_core_modes",
-                        "cross_core_wait_stalls_core", "gm_flag_latency"}, w, pr)
+                        "cross_core_wait_stalls_core", "gm_flag_latency", "gm_flag_poll"}, w, pr)
     modes = get_list(sync_d, "cross_core_modes", w, pr, default=[])
     if any(isinstance(m, bool) or m not in _MODES for m in modes) or len(set(modes)) != len(modes):
         pr.add(f"{w}: 'cross_core_modes' = {modes!r} must list distinct modes of {list(_MODES)}")
@@ -146,7 +146,8 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     )
     cross_latency = sync.cross_core_latency
     sync = attrs.evolve(sync, gm_flag_latency=get_int(sync_d, "gm_flag_latency", w, pr,
-                                                      default=cross_latency, minimum=0))
+                                                      default=cross_latency, minimum=0),
+                        gm_flag_poll=get_int(sync_d, "gm_flag_poll", w, pr, default=0, minimum=0))
 
     if sync.cross_core_latency < sync.flag_latency:
         # a dependency implied through another core must cost at least a direct flag, or the

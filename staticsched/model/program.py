@@ -33,9 +33,11 @@ SYNC_KINDS = FLAG_KINDS + CROSS_KINDS
 #: the sync kinds that set a flag (the others wait on one)
 SET_KINDS = ("set_flag", "set_cross")
 #: how a cross-core flag travels besides a point-to-point counter (``mode=`` in the program):
-#: ``"2"`` an A2/A3 mode-2 flag between a cluster's AIC and its AIVs (the AIC's SET counts on
-#: both AIVs, its WAIT needs a SET from each), ``"gm"`` a GM word (IBSet/IBWait)
-CROSS_MODES = ("2", "gm")
+#: ``"0"`` an A2/A3 mode-0 barrier of all cores of the issuing core's type (each SETs once,
+#: each WAIT needs every other's SET), ``"2"`` an A2/A3 mode-2 flag between a cluster's AIC
+#: and its AIVs (the AIC's SET counts on both AIVs, its WAIT needs a SET from each), ``"gm"``
+#: a GM word (IBSet/IBWait)
+CROSS_MODES = ("0", "2", "gm")
 #: a sync kind's mnemonic
 SYNC_MNEMONICS = {k: k.upper() for k in SYNC_KINDS}
 

@@ -70,8 +70,8 @@ def static_flag_findings(ix: ProgramIndex) -> list[Finding]:
             route = _route_problem(ix, g, core)
             if route:
                 note(*route)
-            if ins.mode == "2" and hw.sync.cross_core_ids_per_core:
-                # a mode-2 flag's id is one of the receiving core's own
+            if ins.mode in ("0", "2") and hw.sync.cross_core_ids_per_core:
+                # a mode-0 or mode-2 flag's id is one of the receiving core's own
                 limit = min(limit, hw.sync.cross_core_ids_per_core)
             if ins.peer_core == core:
                 note("self_flag", key, g, f"{ix.describe(g)}: a cross-core flag from core {core} to itself")
@@ -94,6 +94,9 @@ def static_flag_findings(ix: ProgramIndex) -> list[Finding]:
     for g, peer in ix._mode2:
         note("no_such_flag", ix.key_of[g], g, f"{ix.describe(g)}: on the AIC a mode-2 flag names the "
              f"core itself (its cluster), not core {peer}")
+    for g, peer in ix._mode0:
+        note("no_such_flag", ix.key_of[g], g, f"{ix.describe(g)}: a mode-0 barrier names the core "
+             f"itself (its peers are every core of its type), not core {peer}")
     out = []
     for kind, key in sorted(grouped, key=lambda x: (x[1], x[0])):
         gids = grouped[(kind, key)]
@@ -119,6 +122,11 @@ def _route_problem(ix: ProgramIndex, g: int, core: int) -> tuple[str, Key, int, 
         return ("no_such_flag", key, g, f"{ix.describe(g)}: '{ix.hw.name}' has no point-to-point flag "
                 f"between cores (modes {modes}): core {core} and core {peer} signal with mode=2 "
                 "(an AIC and an AIV of one cluster) or mode=gm (a GM word)")
+    if mode == "0":
+        if 0 not in sync.cross_core_modes:
+            return ("no_such_flag", key, g, f"{ix.describe(g)}: '{ix.hw.name}' has no mode-0 barrier "
+                    f"(modes {modes})")
+        return None
     if 2 not in sync.cross_core_modes:
         return ("no_such_flag", key, g, f"{ix.describe(g)}: '{ix.hw.name}' has no mode-2 flag "
                 f"(modes {modes})")

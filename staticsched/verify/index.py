@@ -95,9 +95,9 @@ class ProgramIndex(StreamIndex, GmSegments):
             return f"'{self.op_label(gid)}' (core {core} {unit})"
         if ins.kind in _FLAGS:
             what = f"{SYNC_MNEMONICS[ins.kind]} {ins.src}->{ins.dst} id {ins.event}"
-        elif ins.mode == "2":
-            what = f"{SYNC_MNEMONICS[ins.kind]} mode 2 {'to' if self.role[gid] == SET else 'from'} core " \
-                f"{ins.peer_core} id {ins.event}"
+        elif ins.mode in ("0", "2"):
+            way = "to" if self.role[gid] == SET else "from"
+            what = f"{SYNC_MNEMONICS[ins.kind]} mode {ins.mode} {way} core {ins.peer_core} id {ins.event}"
         else:
             how = " GM word" if ins.mode == "gm" else ""
             what = f"{SYNC_MNEMONICS[ins.kind]}{how} peer core {ins.peer_core} id {ins.event}"

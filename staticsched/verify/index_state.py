@@ -65,7 +65,7 @@ def key_text(key: Key) -> str:
         _, core, src, dst, event = key
         return f"flag {src}->{dst} id {event} on core {core}"
     _, src_core, dst_core, event, mode = key
-    how = {"2": "mode-2 ", "gm": "GM-word "}.get(mode, "")
+    how = {"0": "mode-0 (barrier) ", "2": "mode-2 ", "gm": "GM-word "}.get(mode, "")
     return f"{how}cross flag core {src_core}->core {dst_core} id {event}"
 
 
@@ -109,11 +109,16 @@ class IndexState:
         self.parts: set[int] = set()
         #: (gid, peer) of each AIC mode-2 instruction whose peer is not the AIC itself
         self._mode2: list[tuple[int, int]] = []
+        #: (gid, peer) of each mode-0 instruction whose peer is not the core itself
+        self._mode0: list[tuple[int, int]] = []
         self.role: list[int] = []
         self.key_of: list[Key | None] = []
         self.dur: list[int] = []
         self.cycle: list[int] = []
         self.latency: list[int] = []
+        #: per GM-word wait, the cycles it holds its core once its word is visible (the final
+        #: polling load, ``sync.gm_flag_poll``); no other instruction holds
+        self.hold: dict[int, int] = {}
         self.accesses: list[tuple[Access, ...]] = []
         self.gm_accesses: list[GmAccess] = []
         self.sets_of: dict[Key, list[int]] = {}

@@ -68,22 +68,29 @@ class StreamIndex(IndexState):
         """The stream's instructions, with every mode-2 SET or WAIT of a cluster's AIC as one
         instruction per AIV of the cluster in a row (a SET counts on each AIV's counter, a WAIT
         needs each AIV's SET: the AIVs' WAITs in a row are one AIC WAIT, as every cross-core
-        wait stalls the whole core). The file's positions are kept for messages."""
+        wait stalls the whole core), and every mode-0 SET or WAIT (a barrier) as one per other
+        core of its type. The file's positions are kept for messages."""
         instrs = st.instrs
         sync = self.hw.sync
-        if (not sync.cluster_size or st.core % sync.cluster_size != sync.hub_slot
-                or not any(ins.mode == "2" for ins in instrs)):
+        hub = bool(sync.cluster_size) and st.core % sync.cluster_size == sync.hub_slot
+        if not sync.cluster_size or not any(ins.mode == "0" or (ins.mode == "2" and hub) for ins in instrs):
             return instrs
         first = st.core - sync.hub_slot
-        aivs = [c for c in range(first, first + sync.cluster_size) if c != st.core]
+        kind = self.hw.core_type(st.core)
+        peers = {
+            "2": [c for c in range(first, first + sync.cluster_size) if c != st.core] if hub else [],
+            # a barrier's peers: every other core of this core's type
+            "0": [c for c in range(self.hw.cores) if c != st.core and self.hw.core_type(c) == kind],
+        }
+        misnamed = {"2": self._mode2, "0": self._mode0}
         out: list[Instr] = []
         for pos, ins in enumerate(instrs):
-            if ins.mode == "2" and ins.kind in _SYNC and ins.kind not in _FLAGS:
+            if peers.get(ins.mode) and ins.kind in _SYNC and ins.kind not in _FLAGS:
                 if ins.peer_core != st.core:
-                    self._mode2.append((base + len(out), ins.peer_core))
-                for aiv in aivs:
+                    misnamed[ins.mode].append((base + len(out), ins.peer_core))
+                for peer in peers[ins.mode]:
                     self.file_pos[base + len(out)] = pos
-                    out.append(attrs.evolve(ins, peer_core=aiv))
+                    out.append(attrs.evolve(ins, peer_core=peer))
                     self.parts.add(base + len(out) - 1)
                 self.parts.discard(base + len(out) - 1)
             else:
@@ -97,7 +104,7 @@ class StreamIndex(IndexState):
         inlined path, everything else :meth:`_index_instr`."""
         sync = self.hw.sync
         flag_latency, cross_latency = sync.flag_latency, sync.cross_core_latency
-        gm_latency = sync.gm_flag_latency
+        gm_latency, poll = sync.gm_flag_latency, sync.gm_flag_poll
         role, dur, accesses, latency, key_of, cycle = (
             self.role.append,
             self.dur.append,
@@ -124,6 +131,8 @@ class StreamIndex(IndexState):
             else:
                 key = ("cross", ins.peer_core, core, ins.event, ins.mode)
                 latency(gm_latency if ins.mode == "gm" else cross_latency)
+                if poll and ins.mode == "gm":
+                    self.hold[base + pos] = poll
             key_of(key)
             if kind in _SETS:
                 role(SET)
@@ -161,6 +170,8 @@ class StreamIndex(IndexState):
                 else:
                     key = ("cross", ins.peer_core, core, ins.event, ins.mode)
                 self.latency.append(self.hw.sync.route_latency(ins.mode))
+                if role == WAIT and self.hw.sync.wait_hold(ins.mode):
+                    self.hold[gid] = self.hw.sync.wait_hold(ins.mode)
             self.key_of.append(key)
             table = self.sets_of if role == SET else self.waits_of
             got = table.get(key)

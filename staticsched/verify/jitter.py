@@ -108,6 +108,7 @@ class StaticPairs:
         end = [0] * n
         free = [0] * len(ix.streams)
         stream_of, role, latency, matched = ix.stream_of, ix.role, ix.latency, self.matched
+        hold = ix.hold
         for g in self.order:
             s = stream_of[g]
             t = free[s]
@@ -121,6 +122,8 @@ class StaticPairs:
                 v = start[m] + latency[m]
                 if v > t:
                     t = free[s] = v
+                if g in hold:
+                    t = free[s] = t + hold[g]
             start[g] = end[g] = t
         if len(self.sets):
             at = np.asarray(start, dtype=np.int64)

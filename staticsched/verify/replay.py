@@ -4,7 +4,8 @@ Each (core, pipe) stream issues in order; a micro-op holds its pipe for its
 duration; ``set`` fires when its pipe is free (everything before it finished)
 and is visible ``latency`` cycles later; the n-th ``wait`` of a flag key is
 satisfied by the n-th ``set`` of that key and releases the pipe at
-``max(pipe free, set visible)``. That is a binary flag (intra-core) and a
+``max(pipe free, set visible)`` (a GM-word wait ``sync.gm_flag_poll`` cycles later: its
+final polling load). That is a binary flag (intra-core) and a
 counting semaphore (cross-core) alike: a wait takes the oldest set not yet
 waited. In timed mode every instruction also waits for its ``cycle``. Keeping
 the pairing n-th-to-n-th even after a double set makes the happens-before
@@ -109,6 +110,8 @@ def simulate(
     key_of = ix.key_of
     capacity = ix.capacity
     stream_of = ix.stream_of
+    hold = ix.hold
+    polled: set[int] = set()
     stall = _CoreStall(ix) if ix.hw.split and ix.hw.sync.cross_core_wait_stalls_core else None
 
     def schedule(s: int) -> None:
@@ -186,6 +189,11 @@ def simulate(
                     continue
                 if sets[i][1] > t:
                     heapq.heappush(heap, (sets[i][1], s))
+                    continue
+                if g in hold and g not in polled:
+                    # a GM-word wait's final polling load, once the word is visible
+                    polled.add(g)
+                    heapq.heappush(heap, (t + hold[g], s))
                     continue
                 rep.matched[g] = sets[i][0]
                 done[k] = i + 1

@@ -42,7 +42,7 @@ def test_routes_on_ascend_a2_and_the_coupled_preset():
     assert (a2.route(0, 1), a2.route(2, 0), a2.route(1, 2), a2.route(0, 4), a2.route(4, 0)) == \
         ("2", "2", "gm", "gm", "gm")
     assert a2.latency((0, "FIXPIPE"), (1, "MTE2")) == a2.cross_core_latency == 200
-    assert a2.latency((1, "MTE3"), (3, "MTE2")) == a2.gm_flag_latency == 400
+    assert a2.latency((1, "MTE3"), (3, "MTE2")) == a2.gm_flag_latency + a2.gm_flag_poll == 400 + 200
     seed = load_hardware("seed-davinci").sync
     assert seed.pair_flags and seed.route(0, 5) == ""
 
@@ -77,7 +77,10 @@ def test_an_and_wait_that_one_aiv_never_sets_names_the_missing_aiv():
                       "and core 1 signal with mode=2"),
     ("SET_CROSS 0 9 mode=2", "id 9 is outside 0..7 (cross_core_ids_per_core"),
     ("SET_CROSS 1 3 mode=2", "on the AIC a mode-2 flag names the core itself (its cluster), not core 1"),
-    ("SET_CROSS 0 3 mode=7", "mode '7' is not a cross-core flag mode (2, gm)"),
+    ("SET_CROSS 0 3 mode=7", "mode '7' is not a cross-core flag mode (0, 2, gm)"),
+    ("SET_CROSS 1 3 mode=0", "a mode-0 barrier names the core itself (its peers are every core of its "
+                             "type), not core 1"),
+    ("SET_CROSS 0 9 mode=0", "id 9 is outside 0..7 (cross_core_ids_per_core"),
 ])
 def test_flags_the_chip_does_not_have_are_one_line_each(text, needle):
     program = parse_program_text(dumps_program_text(_program()).replace("\n  0 SET_CROSS 0 3 mode=2",

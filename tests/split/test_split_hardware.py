@@ -390,7 +390,7 @@ def test_no_cross_core_ids_is_refused_with_the_reason_and_one_id_suffices(tmp_pa
 _STALL_PROGRAM = """format staticsched.program 1
 hw ascend-a2
 mode flags
-makespan 1000
+makespan {makespan}
 item u core=1 space=UB offset=0 bytes=64 live=0:200 dtype="" shape=-
 stream 0 FIXPIPE 2
   {aic_wait} WAIT_CROSS 1 0 mode=gm
@@ -416,14 +416,14 @@ def test_a_whole_core_wait_holds_back_the_core_s_later_instructions(tmp_path):
     # cycles put the wait first, core 1's MTE3 never issues: a deadlock through the stall
     from staticsched.verify import verify
 
-    # the cycles of the nominal run (GM-word flags, latency 400; a mode-2 flag would reach
-    # both AIVs): the AIV's wait placed in its core's order where it passes, after the MTE3
-    # op and set have issued
-    ok = _stall_program(op=0, aiv_set=200, aic_wait=600, aic_set=600, aiv_wait=1000)
+    # the cycles of the nominal run (GM-word flags, latency 400 and a 200-cycle polling load;
+    # a mode-2 flag would reach both AIVs): the AIV's wait placed in its core's order where it
+    # passes, after the MTE3 op and set have issued
+    ok = _stall_program(op=0, aiv_set=200, aic_wait=800, aic_set=800, aiv_wait=1400, makespan=1400)
     assert verify(ok, "ascend-a2").ok
     # the wait placed first: at cycle 0 it holds back the MTE3 op of cycle 1 (an instruction
     # of its own cycle comes before it in the core's order)
-    hung = _stall_program(op=1, aiv_set=201, aic_wait=601, aic_set=601, aiv_wait=0)
+    hung = _stall_program(op=1, aiv_set=201, aic_wait=801, aic_set=801, aiv_wait=0, makespan=1400)
     report = verify(hung, "ascend-a2")
     dead = [f for f in report.findings if f.check == "deadlock"]
     assert dead and "held by the whole-core wait" in dead[0].message, report.text()

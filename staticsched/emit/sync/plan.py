@@ -89,6 +89,8 @@ class SyncStats:
     ids_used: tuple[tuple[str, int], ...] = attrs.field(converter=tuple, default=())
     relays: int = 0
     fallback: str = ""
+    #: each bundle of GM words the barrier pass tried (:mod:`staticsched.emit.sync.barriers`)
+    barriers: tuple[Any, ...] = attrs.field(converter=tuple, default=())
 
     def as_dict(self) -> dict:
         """JSON-ready form with a fixed key order."""
@@ -104,6 +106,8 @@ class SyncStats:
         if self.fallback:
             out["relays"] = self.relays
             out["fallback"] = self.fallback
+        if self.barriers:
+            out["barriers"] = [attrs.asdict(b) for b in self.barriers]
         return out
 
 

@@ -1,0 +1,292 @@
+"""Pass 5 of sync planning on A2/A3: a barrier instead of GM words, where it costs less.
+
+Across clusters an AIV reaches an AIC only through GM words (:mod:`.routes`): a store, and on
+the waiting core a polling load that holds it ``gm_flag_poll`` cycles even when the word was
+stored long before. A rowwise task on every AIV feeding a matmul on every AIC, or a matmul's
+epilogue feeding the next matmul, makes thousands of them (ffn_layernorm on ``ascend-a2``:
+11,091). The chip's alternative is a barrier: a **mode-0** flag joins all AIVs (each SETs the
+id once, each WAIT passes when every AIV has set it), after which each AIV tells its own AIC
+with a **mode-2** flag (the AIC's AND wait needs both of its AIVs). That orders every AIV's
+work before the barrier ahead of every AIC's work after its wait, with one instruction per
+core instead of a GM word per dependency, but it makes every consumer wait for the slowest
+producer.
+
+*Per dependency* means per pair of tasks (the lowering names every op after its task: the
+part of its id before the first dot): the bundle of GM words from the producer task's ops on
+AIVs to the consumer task's ops on AICs. A bundle's barrier replaces all of its GM words:
+
+- on every AIV, right after its last op of the producer task (with that op's own SETs), on
+  that op's stream: a mode-0 SET, a mode-0 WAIT, and a mode-2 SET to its AIC when that AIC
+  consumes;
+- on every consuming AIC, where its first GM WAIT of the bundle was: the mode-2 AND WAIT.
+
+The plan keeps a point-to-point view (as for mode 2): a mode-0 SET on AIV ``v`` is one flag
+per other AIV, in a row, and its WAIT one flag per other AIV, in a row; the program builder
+turns each row into one instruction, and the verifier expands it back.
+
+*When a barrier applies*: every AIV has an op of the producer task, an AIV's GM SETs of the
+bundle all sit on that op's stream, an AIC's GM WAITs of the bundle all on one stream, and a
+mode-0 id and each consuming cluster's mode-2 id are free (no flag of the plan uses them; a
+flag's identity is its mode and id, and reusing an id across modes needs the old one drained,
+so the pass takes only unused ids). *The choice* is by the program's nominal replay: the
+barrier is kept when the program is no longer with it (fewer instructions at equal time), and
+dropped when it is longer or the replay finds the program stuck. Bundles are tried in task
+order, each against the plan with the bundles before it decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from staticsched.emit.sync.plan import Flag, PlanStream, SyncPlan
+from staticsched.errors import InfeasibleError
+from staticsched.model.hardware import Hardware
+
+
+@attrs.frozen
+class BarrierChoice:
+    """One bundle of GM words and what became of it: ``kept`` a barrier, else why not.
+    ``gm_words`` is the bundle's size; the makespans are the nominal replays' without and with
+    the barrier (0 where the barrier did not apply)."""
+
+    producer: str
+    consumer: str
+    gm_words: int
+    makespan_gm: int
+    makespan_barrier: int
+    kept: bool
+    why: str
+
+    def line(self) -> str:
+        """The summary's line for this choice."""
+        head = f"{self.producer} -> {self.consumer}: {self.gm_words} GM words"
+        if not self.makespan_barrier:
+            return f"{head} kept ({self.why})"
+        verdict = "barrier" if self.kept else "GM words kept"
+        return (f"{head}: {verdict} (makespan {self.makespan_gm} with GM words, "
+                f"{self.makespan_barrier} with a barrier{'' if not self.why else '; ' + self.why})")
+
+
+def task_of(op_id: str) -> str:
+    """The task an op of a lowered TaskGraph belongs to: its id up to the first dot."""
+    return op_id.split(".", 1)[0]
+
+
+def bundles(hw: Hardware, plan: SyncPlan) -> list[tuple[tuple[str, str], list[int]]]:
+    """The GM-word flags from AIVs to AICs, by (producer task, consumer task), in task order."""
+    sync = hw.sync
+    cs, hub = sync.cluster_size, sync.hub_slot
+    out: dict[tuple[str, str], list[int]] = {}
+    for f in plan.flags:
+        if (f.route == "gm" and f.reason != "credit" and f.set_core % cs != hub
+                and f.wait_core % cs == hub):
+            out.setdefault((task_of(f.set_op), task_of(f.wait_op)), []).append(f.index)
+    return sorted(out.items())
+
+
+def choose_barriers(
+    hw: Hardware,
+    plan: SyncPlan,
+    makespan: int,
+    replay: Callable[[SyncPlan], Any],
+    start: Mapping[str, int],
+) -> tuple[SyncPlan, Any, list[BarrierChoice]]:
+    """Try a barrier for each bundle of GM words (see the module docstring).
+
+    Parameters
+    ----------
+    hw
+        The chip (its ``sync`` model and cores).
+    plan
+        A routed plan (:func:`staticsched.emit.sync.routes.assign_routes`).
+    makespan
+        The nominal replay's makespan of ``plan``.
+    replay
+        Replays a plan; returns an object with ``makespan``; raises
+        :class:`~staticsched.errors.InfeasibleError` when the plan deadlocks.
+    start
+        Every op's planned start (which op of a task is an AIV's last).
+
+    Returns
+    -------
+    (SyncPlan, replay or None, list of BarrierChoice)
+        The plan with the barriers kept, the replay of that plan (None when no barrier was
+        kept: the caller's replay stands), and every bundle's choice in task order.
+    """
+    sync = hw.sync
+    if (sync.pair_flags or 0 not in sync.cross_core_modes or 2 not in sync.cross_core_modes
+            or not sync.cross_core_ids_per_core):
+        return plan, None, []
+    choices: list[BarrierChoice] = []
+    played = None
+    if plan.stats.fallback:
+        # the baton plan relays flags through other pipes: its GM words stay as planned
+        return plan, None, [BarrierChoice(p, c, len(m), makespan, 0, False,
+                                          "ids ran short: the baton plan keeps its GM words")
+                            for (p, c), m in bundles(hw, plan) if p != c]
+    for producer, consumer in [key for key, _ in bundles(hw, plan)]:
+        if producer == consumer:
+            # within one task (a ring's slot handed back): a barrier would order a block
+            # after every block of the task, its own later ones included
+            continue
+        # the bundle in the plan as decided so far (a kept barrier renumbers the flags)
+        members = dict(bundles(hw, plan))[(producer, consumer)]
+        cand = _with_barrier(hw, plan, producer, members, start)
+        if isinstance(cand, str):
+            choices.append(BarrierChoice(producer, consumer, len(members), makespan, 0, False, cand))
+            continue
+        try:
+            rep = replay(cand)
+        except InfeasibleError:
+            choices.append(BarrierChoice(producer, consumer, len(members), makespan, 0, False,
+                                         "the barrier would deadlock the program"))
+            continue
+        kept = rep.makespan <= makespan
+        choices.append(BarrierChoice(producer, consumer, len(members), makespan, rep.makespan, kept, ""))
+        if kept:
+            plan, played, makespan = cand, rep, rep.makespan
+    return plan, played, choices
+
+
+def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, members: Sequence[int],
+                  start: Mapping[str, int]) -> SyncPlan | str:
+    """``plan`` with the GM words ``members`` replaced by a barrier after ``producer``'s ops
+    (``start``: the ops' planned starts), or why it cannot be."""
+    sync = hw.sync
+    cs, hub = sync.cluster_size, sync.hub_slot
+    flags = plan.flags
+    drop = set(members)
+    aivs = [c for c in range(hw.cores) if c % cs != hub]
+    by_core: dict[int, list[int]] = {}
+    for s, st in enumerate(plan.streams):
+        by_core.setdefault(st.core, []).append(s)
+
+    # each AIV's anchor: its last op of the producer task, on the stream of its bundle SETs
+    set_streams: dict[int, set[int]] = {}
+    wait_at: dict[int, list[tuple[int, int]]] = {}
+    for s, st in enumerate(plan.streams):
+        for k, (what, ref) in enumerate(st.slots):
+            if what != "op" and ref in drop:
+                if what == "set":
+                    set_streams.setdefault(st.core, set()).add(s)
+                else:
+                    wait_at.setdefault(st.core, []).append((s, k))
+    anchor: dict[int, tuple[int, int]] = {}
+    for v in aivs:
+        # the stream of its bundle SETs, else the one whose op of the task starts last
+        mine = set_streams.get(v, set())
+        if len(mine) > 1:
+            return f"AIV core {v} stores for the bundle from more than one pipe"
+        last = None
+        for s in sorted(mine) or by_core.get(v, ()):
+            for k, (what, ref) in enumerate(plan.streams[s].slots):
+                if what == "op" and task_of(ref) == producer and (last is None or start[ref] >= last[0]):
+                    last = (start[ref], s, k)
+        if last is None:
+            return f"AIV core {v} has no op of task '{producer}' to put its part of a barrier after"
+        anchor[v] = (last[1], last[2])
+    for a, places in wait_at.items():
+        if len({s for s, _ in places}) > 1:
+            return f"AIC core {a} waits for the bundle on more than one pipe"
+
+    # ids of the chip's own flags (modes 0 and 2) per cluster; a GM word's id is a word's
+    used: dict[int, set[int]] = {}
+    for f in flags:
+        if f.route in ("0", "2"):
+            used.setdefault(f.set_core // cs, set()).add(f.event)
+            used.setdefault(f.wait_core // cs, set()).add(f.event)
+    taken = set().union(*used.values())
+    free = [i for i in range(sync.cross_core_ids_per_core) if i not in taken]
+    if not free:
+        return "no mode-0 id is free on the AIVs"
+    barrier_id = free[0]
+    hop_id: dict[int, int] = {}
+    for a in sorted(wait_at):
+        ids = [i for i in range(sync.cross_core_ids_per_core)
+               if i != barrier_id and i not in used.get(a // cs, ())]
+        if not ids:
+            return f"no mode-2 id is free in the cluster of AIC core {a}"
+        hop_id[a] = ids[0]
+
+    out = list(flags)
+
+    def add(**kw: Any) -> int:
+        out.append(Flag(index=len(out), kind="cross", reason="barrier", **kw))
+        return len(out) - 1
+
+    streams = plan.streams
+    op_at = {v: streams[s].slots[k][1] for v, (s, k) in anchor.items()}
+    unit_of = {v: streams[s].unit for v, (s, _) in anchor.items()}
+    inserts: dict[int, list[tuple[str, int]]] = {}
+    for v in aivs:
+        side = {"set_core": v, "set_unit": unit_of[v], "set_op": op_at[v], "set_side": "after"}
+        inserts[v] = [("set", add(**side, wait_core=w, wait_unit=unit_of[w], wait_op=op_at[w],
+                                  wait_side="after", event=barrier_id, route="0"))
+                      for w in aivs if w != v]
+    for v in aivs:
+        inserts[v] += [("wait", f) for f in range(len(flags), len(out))
+                       if out[f].wait_core == v and out[f].route == "0"]
+    aic_waits: dict[int, list[tuple[str, int]]] = {}
+    for a in sorted(wait_at):
+        s, k = min(wait_at[a])
+        consumer_op = flags[streams[s].slots[k][1]].wait_op
+        for j, v in enumerate(c for c in range(a - a % cs, a - a % cs + cs) if c != a):
+            f = add(set_core=v, set_unit=unit_of[v], set_op=op_at[v], set_side="after", wait_core=a,
+                    wait_unit=streams[s].unit, wait_op=consumer_op, wait_side="before",
+                    event=hop_id[a], route="2", merged=j > 0)
+            inserts[v].append(("set", f))
+            aic_waits.setdefault(a, []).append(("wait", f))
+
+    # the flags without the GM words dropped, renumbered (a flag's index is its place)
+    renumber = {}
+    kept_flags = []
+    for f in out:
+        if f.index not in drop:
+            renumber[f.index] = len(kept_flags)
+            kept_flags.append(attrs.evolve(f, index=len(kept_flags)))
+
+    def moved(slots: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        return [slot if slot[0] == "op" else (slot[0], renumber[slot[1]]) for slot in slots]
+
+    new_streams = []
+    for s, st in enumerate(streams):
+        slots = [slot for slot in st.slots if slot[0] == "op" or slot[1] not in drop]
+        extra: list[tuple[str, int]] = []
+        at = -1
+        if st.core in anchor and anchor[st.core][0] == s:
+            at = _after_sets(slots, streams[s].slots[anchor[st.core][1]])
+            extra = inserts[st.core]
+        elif st.core in aic_waits and min(wait_at[st.core])[0] == s:
+            first = streams[s].slots[min(wait_at[st.core])[1]]
+            at = _before_waits(slots, st.slots, first)
+            extra = aic_waits[st.core]
+        if at >= 0:
+            slots[at:at] = extra
+        new_streams.append(PlanStream(st.core, st.unit, moved(slots)))
+    cross = sum(1 for f in kept_flags if f.kind == "cross")
+    return attrs.evolve(plan, flags=tuple(kept_flags), streams=tuple(new_streams),
+                        stats=attrs.evolve(plan.stats, cross_core=cross))
+
+
+def _after_sets(slots: list[tuple[str, Any]], op_slot: tuple[str, Any]) -> int:
+    """Where a barrier goes in ``slots``: after ``op_slot`` and the SETs that follow it."""
+    k = slots.index(op_slot) + 1
+    while k < len(slots) and slots[k][0] == "set":
+        k += 1
+    return k
+
+
+def _before_waits(slots: list[tuple[str, Any]], old: Sequence[tuple[str, Any]],
+                  first: tuple[str, Any]) -> int:
+    """Where an AIC's wait goes in ``slots`` (the bundle's waits removed): the place of the
+    bundle's first wait ``first`` in the stream's old slots ``old``, i.e. before the next slot
+    of ``old`` that is still there."""
+    k = old.index(first)
+    kept = set(map(tuple, slots))
+    for slot in old[k + 1:]:
+        if tuple(slot) in kept:
+            return slots.index(slot)
+    return len(slots)

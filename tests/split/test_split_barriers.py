@@ -1,0 +1,194 @@
+"""Barriers instead of GM words (emit/sync/barriers.py): where a task on the AIVs feeds a task
+on AICs of other clusters, the planner tries one mode-0 barrier of all AIVs plus a mode-2 flag
+from each AIV to its AIC, keeps it when the program's nominal replay is no longer, and the
+verifier replays it exactly: a barrier an AIV skips hangs the others, one an AIV passes
+early lets an AIC read data not yet stored."""
+
+from __future__ import annotations
+
+import functools
+import json
+import tomllib
+from importlib import resources
+
+import attrs
+import pytest
+
+from staticsched.api import compile_graph
+from staticsched.frontend.taskgraph import taskgraph_from_dict
+from staticsched.model.hardware_toml import hardware_from_dict
+from staticsched.verify import verify
+
+_A2 = tomllib.loads((resources.files("staticsched") / "presets" / "ascend-a2.toml").read_text())
+
+
+def _hw(clusters=3, **sync):
+    d = json.loads(json.dumps(_A2))
+    d["clusters"] = clusters
+    d["sync"].update(sync)
+    return hardware_from_dict(d, f"a2-{clusters}clusters")
+
+
+def _mm(task_id, a, b, out, epilogue=()):
+    return {"id": task_id, "type": "matmul", "a": a, "b": b, "out": out, "epilogue": list(epilogue),
+            "tiling": {"base_m": 64, "base_n": 64, "base_k": 64, "double_buffer": True}}
+
+
+def _ffn(rows, width, hidden):
+    """Layernorm on the AIVs, then two matmuls with epilogues: ffn_layernorm.json, small."""
+    shapes = {"x": [rows, width], "g": [width], "be": [width], "h": [rows, width], "w1": [width, hidden],
+              "b1": [hidden], "u": [rows, hidden], "w2": [hidden, width], "b2": [width], "y": [rows, width]}
+    return {"format": "staticsched.taskgraph", "version": 1,
+            "tensors": {k: {"shape": v} for k, v in shapes.items()},
+            "tasks": [{"id": "ln", "type": "rowwise", "op": "layernorm", "input": "x", "gamma": "g",
+                       "beta": "be", "out": "h"},
+                      _mm("up", "h", "w1", "u", [{"op": "bias", "tensor": "b1"}, {"op": "gelu"}]),
+                      _mm("down", "u", "w2", "y", [{"op": "bias", "tensor": "b2"}])]}
+
+
+def _norm_mm(rows, width, cols):
+    """rmsnorm on the AIVs feeding one matmul on the AICs."""
+    shapes = {"x": [rows, width], "g": [width], "h": [rows, width], "w": [width, cols], "y": [rows, cols]}
+    return {"format": "staticsched.taskgraph", "version": 1,
+            "tensors": {k: {"shape": v} for k, v in shapes.items()},
+            "tasks": [{"id": "norm", "type": "rowwise", "op": "rmsnorm", "input": "x", "gamma": "g",
+                       "out": "h"},
+                      _mm("mm", "h", "w", "y")]}
+
+
+CASES = {
+    "ffn_3clusters": (_ffn(256, 128, 256), 3),
+    "ffn_2clusters": (_ffn(192, 128, 192), 2),
+    "norm_mm_4clusters": (_norm_mm(320, 128, 256), 4),
+}
+
+
+@functools.cache
+def _compiled(name, **sync):
+    graph, clusters = CASES[name]
+    return compile_graph(taskgraph_from_dict(graph), _hw(clusters, **dict(sync)), method="list")
+
+
+def _barrier_streams(program):
+    """(stream index, positions of its mode-0 instructions) of every stream that has them."""
+    return [(k, [i for i, ins in enumerate(st.instrs) if ins.mode == "0"])
+            for k, st in enumerate(program.streams) if any(ins.mode == "0" for ins in st.instrs)]
+
+
+def _with(program, k, instrs):
+    streams = list(program.streams)
+    streams[k] = attrs.evolve(streams[k], instrs=instrs)
+    return attrs.evolve(program, streams=streams)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_barrier_replaces_the_gm_words_when_it_is_shorter_and_verifies(name):
+    c = _compiled(name)
+    choices = c.plan.stats.barriers
+    assert choices and all(ch.kept for ch in choices), [ch.line() for ch in choices]
+    for ch in choices:
+        # chosen because the replay with the barrier is no longer than with the GM words
+        assert 0 < ch.makespan_barrier <= ch.makespan_gm
+    # no GM word is left from an AIV to an AIC: every such dependency went into a barrier
+    hw = _hw(CASES[name][1])
+    cs = hw.sync.cluster_size
+    assert not [f for f in c.plan.flags if f.route == "gm" and f.set_core % cs and not f.wait_core % cs]
+    # every AIV has one SET and one WAIT per barrier, each a single mode-0 instruction
+    aivs = [k for k, pos in _barrier_streams(c.program) if c.program.streams[k].core % cs]
+    assert len({c.program.streams[k].core for k in aivs}) == 2 * hw.clusters
+    for k in aivs:
+        modes = [ins.kind for ins in c.program.streams[k].instrs if ins.mode == "0"]
+        assert modes == ["set_cross", "wait_cross"] * len(choices)
+    report = verify(c.program, hw, jitter=3, numeric=True)
+    assert report.ok, report.text()
+
+
+def test_free_gm_words_are_kept_and_the_choice_says_why():
+    # GM words that cost nothing (no latency, no polling load): the barrier's two hardware
+    # hops and its wait for the slowest AIV make it longer, so the GM words stay
+    c = _compiled("ffn_3clusters", gm_flag_latency=0, gm_flag_poll=0)
+    choices = c.plan.stats.barriers
+    assert choices and not any(ch.kept for ch in choices), [ch.line() for ch in choices]
+    assert all(ch.makespan_barrier > ch.makespan_gm for ch in choices)
+    assert not _barrier_streams(c.program)
+    assert verify(c.program, _hw(3, gm_flag_latency=0, gm_flag_poll=0), jitter=2).ok
+
+
+@pytest.mark.parametrize(("ids", "why"), [
+    (1, "ids ran short: the baton plan keeps its GM words"),  # one id: the baton plan
+    (2, "no mode-0 id is free on the AIVs"),  # both taken by the mode-2 flags
+    (3, "no mode-2 id is free in the cluster of AIC core 0"),  # the third is the barrier's
+])
+def test_a_budget_without_a_free_id_keeps_the_gm_words_and_still_schedules(ids, why):
+    hw = _hw(3, cross_core_ids_per_core=ids)
+    c = compile_graph(taskgraph_from_dict(CASES["ffn_3clusters"][0]), hw, method="list")
+    choices = c.plan.stats.barriers
+    assert choices and all(not ch.kept and ch.why == why for ch in choices), [ch.line() for ch in choices]
+    assert not _barrier_streams(c.program)
+    report = verify(c.program, hw, jitter=2, numeric=True)
+    assert report.ok, report.text()
+
+
+def test_the_summary_and_the_timetable_report_each_choice(tmp_path):
+    from staticsched.emit import summary_lines
+
+    c = _compiled("ffn_3clusters")
+    lines = summary_lines(c.schedule, c.plan)
+    bars = [ln for ln in lines if ln.strip().startswith("barrier")]
+    assert len(bars) == 2 and "ln -> up" in bars[0] and "up -> down" in bars[1], lines
+    assert "mode 0 (barriers" in next(ln for ln in lines if "routes" in ln)
+    assert [b["producer"] for b in c.plan.stats.as_dict()["barriers"]] == ["ln", "up"]
+
+
+# --------------------------------------------------------------------------- mutations
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_an_aiv_that_skips_the_barrier_hangs_the_others(name):
+    c = _compiled(name)
+    k, pos = _barrier_streams(c.program)[-1]
+    instrs = list(c.program.streams[k].instrs)
+    del instrs[pos[0]]  # its mode-0 SET: every other AIV waits for it forever
+    report = verify(_with(c.program, k, instrs), _hw(CASES[name][1]), jitter=0)
+    dead = [f for f in report.findings if f.check == "deadlock"]
+    assert dead and "mode 0" in report.text(), report.text()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_an_aiv_that_passes_the_barrier_without_waiting_lets_an_aic_read_too_early(name):
+    # both AIVs of a consuming AIC's cluster drop their mode-0 WAIT: their mode-2 SETs tell
+    # the AIC that every AIV has stored, while the other clusters' AIVs may not have: the
+    # AIC's loads race with their stores (one AIV alone is not enough: the AIC's AND wait
+    # still needs the other, which waits for everyone)
+    c = _compiled(name)
+    hw = _hw(CASES[name][1])
+    cs = hw.sync.cluster_size
+    aic = min(f.wait_core for f in c.plan.flags if f.reason == "barrier" and f.route == "2")
+    program = c.program
+    for k, pos in _barrier_streams(program):
+        if program.streams[k].core in (aic + 1, aic + 2):
+            instrs = list(program.streams[k].instrs)
+            del instrs[pos[1]]
+            program = _with(program, k, instrs)
+    assert cs == 3
+    report = verify(program, hw, jitter=0)
+    races = [f for f in report.findings if f.check == "race"]
+    assert races and all(f"core {aic} " in f.message or f"core {aic}" in f.message for f in races[:1]), \
+        report.text()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_barrier_on_another_free_id_everywhere_is_equivalent(name):
+    # renumbering one barrier's id on every AIV to another id nothing uses: no false alarm
+    c = _compiled(name)
+    hw = _hw(CASES[name][1])
+    used = {ins.event for st in c.program.streams for ins in st.instrs if ins.mode in ("0", "2")}
+    spare = min(set(range(hw.sync.cross_core_ids_per_core)) - used)
+    old = next(ins.event for st in c.program.streams for ins in st.instrs if ins.mode == "0")
+    program = c.program
+    for k, _ in _barrier_streams(program):
+        instrs = [attrs.evolve(ins, event=spare) if ins.mode == "0" and ins.event == old else ins
+                  for ins in program.streams[k].instrs]
+        program = _with(program, k, instrs)
+    report = verify(program, hw, jitter=2, numeric=True)
+    assert report.ok, report.text()
