@@ -15,6 +15,7 @@ Run from the repository root, with nothing else running::
     python benchmarks/split.py --method cpsat --time-limit 20
     python benchmarks/split.py --examples matmul_gelu       # the 4096^3 chip (minutes on a2)
     python benchmarks/split.py --all                        # every shipped TaskGraph (~1 hour)
+    python benchmarks/split.py --all --presets ascend-a2    # the split chip's rows only
 """
 
 from __future__ import annotations
@@ -77,11 +78,13 @@ def row(example: str, preset: str, method: str, time_limit: float) -> dict:
     report = verify(compiled.program, load_hardware(preset), jitter=2, numeric=True)
     s = compiled.schedule
     cross = sum(1 for f in compiled.plan.flags if f.kind == "cross")
+    gm = sum(1 for f in compiled.plan.flags if f.route == "gm")
+    barriers = sum(1 for b in compiled.plan.stats.barriers if b.kept)
     return {
         "example": example, "hw": preset, "ops": len(compiled.graph.ops), "makespan": s.makespan,
         "bound": s.lower_bound, "gap": 100.0 * (s.makespan - s.lower_bound) / max(1, s.makespan),
         "cube": _active(compiled, "cube"), "vector": _active(compiled, "vector"),
-        "workspace": _workspace_bytes(compiled), "cross": cross,
+        "workspace": _workspace_bytes(compiled), "cross": cross, "gm": gm, "barriers": barriers,
         "verified": "clean" if report.ok else f"{len(report.findings)} findings",
         "numeric": dict(report.stats).get("numeric", "-"), "seconds": time.monotonic() - t0,
     }
@@ -93,20 +96,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all", action="store_true", help="every shipped TaskGraph example")
     ap.add_argument("--method", default="list", choices=("list", "cpsat"))
     ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--presets", nargs="*", default=list(PRESETS), choices=PRESETS)
     args = ap.parse_args(argv)
     print("| example | hw | ops | makespan | bound | gap | cube active | vector active | "
-          "workspace | cross-core flags | verified | s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "workspace | cross-core flags | GM words, barriers | verified | s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for ex in taskgraph_examples() if args.all else args.examples:
-        for preset in PRESETS:
+        for preset in args.presets:
             r = row(ex, preset, args.method, args.time_limit)
             if "refused" in r:
-                print(f"| {ex} | {preset} | - | - | - | - | - | - | - | - | "
+                print(f"| {ex} | {preset} | - | - | - | - | - | - | - | - | - | "
                       f"not lowered: {r['refused']} | - |")
             else:
                 print(f"| {ex} | {preset} | {r['ops']} | {r['makespan']} | {r['bound']} | {r['gap']:.2f}% | "
                       f"{r['cube']:.1f}% | {r['vector']:.1f}% | {r['workspace'] / 2**20:.2f} MiB | "
-                      f"{r['cross']} | {r['verified']}, numbers {r['numeric']} | {r['seconds']:.1f} |")
+                      f"{r['cross']} | {r['gm']}, {r['barriers']} | {r['verified']}, "
+                      f"numbers {r['numeric']} | {r['seconds']:.1f} |")
             sys.stdout.flush()
     return 0
 

@@ -27,12 +27,14 @@ _A2 = tomllib.loads((resources.files("staticsched") / "presets" / "ascend-a2.tom
 @st.composite
 def split_hardware(draw):
     """``ascend-a2`` with 1-4 clusters, 1-4 cross-core ids per core pair and 1-4 usable ids
-    per core (a mode-2 flag's), counters of capacity 1-15."""
+    per core (a mode-2 flag's), counters of capacity 1-15, a GM-word polling load of 0 or 200."""
     d = copy.deepcopy(_A2)
     d["clusters"] = draw(st.integers(1, 4), label="clusters")
     d["sync"]["cross_core_event_ids"] = draw(st.integers(1, 4), label="cross-core ids")
     d["sync"]["cross_core_ids_per_core"] = draw(st.integers(1, 4), label="ids per core")
     d["sync"]["cross_core_capacity"] = draw(st.integers(1, 15), label="counter capacity")
+    # with and without the GM-word wait's polling load (which makes barriers pay)
+    d["sync"]["gm_flag_poll"] = draw(st.sampled_from([0, 200]), label="GM-word polling load")
     return hardware_from_dict(d, "split-test")
 
 
@@ -61,6 +63,7 @@ def test_random_graphs_on_random_split_chips_verify_clean(record_stat):
         counts["with cross-core flags"] += any(f.kind == "cross" for f in compiled.plan.flags)
         counts["with mode-2 flags"] += any(f.route == "2" for f in compiled.plan.flags)
         counts["with GM-word flags"] += any(f.route == "gm" for f in compiled.plan.flags)
+        counts["with a barrier"] += any(f.route == "0" for f in compiled.plan.flags)
         counts["with a workspace"] += any(t.workspace for t in compiled.graph.tensors)
         counts["with split-K"] += any(t.name.endswith(PARTIALS) for t in compiled.graph.tensors)
         counts["with a row reduction in an epilogue"] += any(
@@ -69,7 +72,8 @@ def test_random_graphs_on_random_split_chips_verify_clean(record_stat):
     prop()
     record_stat(f"split chips: {counts['programs']} programs, {counts['with cross-core flags']} with "
                 f"cross-core flags ({counts['with mode-2 flags']} with mode 2, "
-                f"{counts['with GM-word flags']} with GM words), {counts['with a workspace']} with a "
+                f"{counts['with GM-word flags']} with GM words, {counts['with a barrier']} with a barrier), "
+                f"{counts['with a workspace']} with a "
                 f"workspace, {counts['with split-K']} with split-K, "
                 f"{counts['with a row reduction in an epilogue']} with a row reduction in an epilogue")
     assert counts["with a workspace"] > 0, counts
