@@ -154,10 +154,30 @@ def _streams(
 
     def stream(name: str) -> Callable[[], Iterator[bytes]]:
         if name.endswith(".gz"):
-            return lambda: _gzip(map(_encode, renderers[name[:-3]]()))
-        return lambda: map(_encode, renderers[name]())
+            return lambda: _gzip(_batched(map(_encode, renderers[name[:-3]]())))
+        return lambda: _batched(map(_encode, renderers[name]()))
 
     return {name: stream(name) for name in names}
+
+
+#: bytes gathered before one write or compress call: a renderer yields a line at a time
+#: (~10^6 of them for a chip's program), and a zlib call or write per line cost seconds
+BATCH_BYTES = 1 << 20
+
+
+def _batched(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` joined into pieces of about :data:`BATCH_BYTES` (the same bytes in order;
+    deflate's output does not depend on how its input is cut)."""
+    parts: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= BATCH_BYTES:
+            yield b"".join(parts)
+            parts, size = [], 0
+    if parts:
+        yield b"".join(parts)
 
 
 def _gzip(chunks: Iterable[bytes]) -> Iterator[bytes]:
