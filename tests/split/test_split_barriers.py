@@ -114,13 +114,20 @@ def test_free_gm_words_are_kept_and_the_choice_says_why():
     assert verify(c.program, _hw(3, gm_flag_latency=0, gm_flag_poll=0), jitter=2).ok
 
 
-@pytest.mark.parametrize(("ids", "why"), [
-    (1, "ids ran short: the baton plan keeps its GM words"),  # one id: the baton plan
-    (2, "no mode-0 id is free on the AIVs"),  # both taken by the mode-2 flags
-    (3, "no mode-2 id is free in the cluster of AIC core 0"),  # the third is the barrier's
+@pytest.mark.parametrize(("budget", "why"), [
+    # one id: the baton plan
+    ({"cross_core_ids_per_core": 1}, "ids ran short: the baton plan keeps its GM words"),
+    # both taken by the mode-2 flags
+    ({"cross_core_ids_per_core": 2}, "no mode-0 id is free on the AIVs"),
+    # the third is the barrier's
+    ({"cross_core_ids_per_core": 3}, "no mode-2 id is free in the cluster of AIC core 0"),
+    # ids per core to spare, but a mode-2 id must also fit the per-pair pools (found by the
+    # thorough property: a hop on id 2 with 1 id per pair)
+    ({"cross_core_ids_per_core": 8, "cross_core_event_ids": 3},
+     "no mode-2 id is free in the cluster of AIC core 0"),
 ])
-def test_a_budget_without_a_free_id_keeps_the_gm_words_and_still_schedules(ids, why):
-    hw = _hw(3, cross_core_ids_per_core=ids)
+def test_a_budget_without_a_free_id_keeps_the_gm_words_and_still_schedules(budget, why):
+    hw = _hw(3, **budget)
     c = compile_graph(taskgraph_from_dict(CASES["ffn_3clusters"][0]), hw, method="list")
     choices = c.plan.stats.barriers
     assert choices and all(not ch.kept and ch.why == why for ch in choices), [ch.line() for ch in choices]

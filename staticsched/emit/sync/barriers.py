@@ -199,14 +199,15 @@ def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, members: Sequence
             used.setdefault(f.set_core // cs, set()).add(f.event)
             used.setdefault(f.wait_core // cs, set()).add(f.event)
     taken = set().union(*used.values())
-    free = [i for i in range(sync.cross_core_ids_per_core) if i not in taken]
+    # a mode-0 or mode-2 id is one of the receiving core's own, within the per-pair pools too
+    limit = min(sync.cross_core_ids_per_core, sync.cross_core_event_ids)
+    free = [i for i in range(limit) if i not in taken]
     if not free:
         return "no mode-0 id is free on the AIVs"
     barrier_id = free[0]
     hop_id: dict[int, int] = {}
     for a in sorted(wait_at):
-        ids = [i for i in range(sync.cross_core_ids_per_core)
-               if i != barrier_id and i not in used.get(a // cs, ())]
+        ids = [i for i in range(limit) if i != barrier_id and i not in used.get(a // cs, ())]
         if not ids:
             return f"no mode-2 id is free in the cluster of AIC core {a}"
         hop_id[a] = ids[0]
