@@ -127,12 +127,20 @@ class SyncModel:
         ``dst`` starting: 0 on one pipe (program order), ``flag_latency`` across the pipes of
         one core (a flag carries the dependency), across cores the latency of the flag's route
         (``cross_core_latency``, or for a GM word ``gm_flag_latency`` and its wait's polling
-        load, ``gm_flag_poll``). The one definition of an edge's latency: the solver, the
-        normaliser, the schedule check, the sync planner and the program builder all use it."""
+        load, ``gm_flag_poll``; from an AIV, at most what a barrier would cost instead: a
+        mode-0 flag, and a mode-2 flag on to an AIC, :mod:`staticsched.emit.sync.barriers`, so
+        that bounds hold whichever the planner chooses). The one definition of an edge's
+        latency: the solver, the normaliser, the schedule check, the sync planner and the
+        program builder all use it."""
         if src[0] != dst[0]:
             if self.cluster_size and not self.pair_flags:
                 route = self.route(src[0], dst[0])
-                return self.route_latency(route) + self.wait_hold(route)
+                cost = self.route_latency(route) + self.wait_hold(route)
+                if (route == "gm" and src[0] % self.cluster_size != self.hub_slot
+                        and 0 in self.cross_core_modes and 2 in self.cross_core_modes):
+                    hop = self.cross_core_latency if dst[0] % self.cluster_size == self.hub_slot else 0
+                    cost = min(cost, self.cross_core_latency + hop)
+                return cost
             return self.cross_core_latency
         return self.flag_latency if src[1] != dst[1] else 0
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+import attrs
+
 from staticsched.model.graphs import DisjointSets
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
@@ -90,6 +92,17 @@ def build_problems(
     return out
 
 
+def _places(hw: Hardware, cores: tuple[int, ...]) -> tuple[int, ...]:
+    """:attr:`Problem.places` of a group of ``cores``: on a split chip each core's slot in
+    its cluster, in the group's clusters numbered from 0 (so equal groups of clusters give
+    equal problems); empty elsewhere."""
+    cs = hw.sync.cluster_size
+    if not cs:
+        return ()
+    rank = {c: k for k, c in enumerate(sorted({core // cs for core in cores}))}
+    return tuple(rank[core // cs] * cs + core % cs for core in cores)
+
+
 def _base(
     graph: OpGraph,
     hw: Hardware,
@@ -108,8 +121,10 @@ def _base(
     pipe_index = {p: k for k, p in enumerate(pipe_keys)}
     pipe_of = [pipe_index[(core_rel[ops[i].core], ops[i].unit)] for i in members]
     sync = hw.sync
-    edges = sorted({(local[s], local[d]) for s, d in edge_list}, key=lambda e: (e[1], e[0]))
-    edge_t = tuple((a, b, sync.latency(pipe_keys[pipe_of[a]], pipe_keys[pipe_of[b]])) for a, b in edges)
+    places = _places(hw, cores)
     prob = Problem(n_cores=len(cores), pipes=pipe_keys, dur=[ops[i].duration for i in members],
-                   pipe_of=pipe_of, edges=edge_t, spaces=(), items=(), tokens=(), budgets=(), sync=sync)
+                   pipe_of=pipe_of, edges=(), spaces=(), items=(), tokens=(), budgets=(), sync=sync,
+                   places=places)
+    edges = sorted({(local[s], local[d]) for s, d in edge_list}, key=lambda e: (e[1], e[0]))
+    prob = attrs.evolve(prob, edges=tuple((a, b, prob.latency(a, b)) for a, b in edges))
     return prob, ProblemMap(cores, members, ())

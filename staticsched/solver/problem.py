@@ -144,6 +144,11 @@ class Problem:
     #: :data:`~.families.FAMILIES` order (:meth:`~.families.base.Family.attach` adds them;
     #: values are frozen and hashable, so that equal cores still give equal problems)
     parts: tuple[tuple[str, object], ...] = attrs.field(converter=tuple, default=())
+    #: on a split chip, each core's place as its flags see it: a core number with the same
+    #: cluster slot, in a cluster numbered within the group (a group need not be whole
+    #: clusters from core 0, and a flag's route and latency depend on the cluster and the
+    #: slot); empty on other chips, where the relative numbers serve
+    places: tuple[int, ...] = attrs.field(converter=tuple, default=())
 
     @property
     def n(self) -> int:
@@ -155,7 +160,13 @@ class Problem:
 
     def latency(self, a: int, b: int) -> int:
         """The latency of an edge from op ``a`` to op ``b`` (by their pipes)."""
-        return self.sync.latency(self.pipes[self.pipe_of[a]], self.pipes[self.pipe_of[b]])
+        return self.pipe_latency(self.pipes[self.pipe_of[a]], self.pipes[self.pipe_of[b]])
+
+    def pipe_latency(self, src: tuple[int, str], dst: tuple[int, str]) -> int:
+        """The latency from pipe ``src`` to pipe ``dst`` (relative cores) on the chip."""
+        if self.places:
+            src, dst = (self.places[src[0]], src[1]), (self.places[dst[0]], dst[1])
+        return self.sync.latency(src, dst)
 
     @property
     def reuse_gap(self) -> int:

@@ -67,8 +67,11 @@ def event_budgets(
     items: Sequence[ItemSpec],
     spaces: Sequence[SpaceSpec],
     sync: SyncModel,
+    places: Sequence[int] = (),
 ) -> tuple[list[Token], list[Budget]]:
-    """Event-id pools, each marked binding unless it provably cannot overflow.
+    """Event-id pools, each marked binding unless it provably cannot overflow (``places``:
+    :attr:`~.problem.Problem.places`, where a cross-core pool's ids depend on the cores' places
+    on a split chip).
 
     A token whose producer and some consumer access one item ``X`` lives inside ``X``'s hold
     (``X`` is live from its first access, which is not after the producer, to past the
@@ -83,7 +86,8 @@ def event_budgets(
     out = []
     for b, key in enumerate(keys):
         # a counting id holds several outstanding flags
-        cap = key.budget(sync) * key.capacity(sync)
+        placed = PoolKey.cross(places[key.core], places[key.peer]) if places and key.kind == "cross" else key
+        cap = placed.budget(sync) * key.capacity(sync)
         toks = by_budget[b]
         binding = len(toks) > cap and _may_overflow(toks, op_items, items, spaces, cap)
         out.append(Budget(key, cap, binding))

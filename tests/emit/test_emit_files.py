@@ -356,6 +356,7 @@ def test_streamed_files_are_the_one_piece_renderings_whatever_the_chunk_size(
         tmp_path, double_buffer, monkeypatch):
     whole = files_module.render_outputs(*double_buffer)
     monkeypatch.setattr(jsonfmt, "BATCH", 2)  # many chunks per stream, per list, per table
+    monkeypatch.setattr(files_module, "BATCH_BYTES", 7)  # many pieces per write and zlib call
     assert files_module.render_outputs(*double_buffer) == whole
     gz = [n + ".gz" if n.endswith(".json") else n for n in OUTPUT_FILES]
     write_outputs(tmp_path / "out", *double_buffer, outputs=gz)

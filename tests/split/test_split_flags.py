@@ -4,7 +4,9 @@ routes the solver prices, and the verifier's one-line refusals of flags the chip
 
 from __future__ import annotations
 
+import attrs
 import pytest
+from common import ROOT
 
 from staticsched.formats.program_json import dumps_program_json, program_from_dict
 from staticsched.formats.program_text import dumps_program_text, parse_program_text
@@ -42,7 +44,14 @@ def test_routes_on_ascend_a2_and_the_coupled_preset():
     assert (a2.route(0, 1), a2.route(2, 0), a2.route(1, 2), a2.route(0, 4), a2.route(4, 0)) == \
         ("2", "2", "gm", "gm", "gm")
     assert a2.latency((0, "FIXPIPE"), (1, "MTE2")) == a2.cross_core_latency == 200
-    assert a2.latency((1, "MTE3"), (3, "MTE2")) == a2.gm_flag_latency + a2.gm_flag_poll == 400 + 200
+    # a GM word costs its latency and its wait's polling load; from an AIV at most what a
+    # barrier costs instead (a mode-0 flag, and a mode-2 flag on to an AIC)
+    assert a2.gm_flag_latency + a2.gm_flag_poll == 400 + 200
+    assert a2.latency((0, "FIXPIPE"), (4, "MTE2")) == 600  # from an AIC: GM words only
+    assert a2.latency((1, "MTE3"), (3, "MTE2")) == 200 + 200  # AIV -> AIC
+    assert a2.latency((1, "MTE3"), (4, "MTE2")) == 200  # AIV -> AIV
+    without = attrs.evolve(a2, cross_core_modes=(1, 2))
+    assert without.latency((1, "MTE3"), (3, "MTE2")) == 600
     seed = load_hardware("seed-davinci").sync
     assert seed.pair_flags and seed.route(0, 5) == ""
 
@@ -124,3 +133,23 @@ def test_an_aiv_without_rows_still_waits_and_sets_so_every_crossing_is_mode_2():
     cross = [f for f in c.plan.flags if f.kind == "cross"]
     assert cross and {f.route for f in cross} == {"2"}
     assert verify(c.program, "ascend-a2", jitter=2, numeric=True).ok
+
+
+def test_a_core_group_that_is_not_whole_clusters_prices_each_edge_by_its_real_cores():
+    # chain.json on ascend-a2 runs on 6 AICs and all 48 AIVs: 54 cores renumbered from 0 in one
+    # problem, whose relative numbers are not the cores' cluster slots; every edge's latency
+    # must be the one of the cores it joins (a mode-2 flag, a GM word or a barrier's)
+    from staticsched.api import as_opgraph
+    from staticsched.solver.decompose import build_problems
+
+    hw = load_hardware("ascend-a2")
+    graph = as_opgraph(ROOT / "examples" / "chain.json", hw)
+    pairs = build_problems(graph, hw)
+    assert any(pmap.cores != tuple(range(len(pmap.cores))) for _, pmap in pairs)
+    seen = set()
+    for prob, pmap in pairs:
+        for a, b, lat in prob.edges:
+            oa, ob = graph.ops[pmap.ops[a]], graph.ops[pmap.ops[b]]
+            assert lat == hw.sync.latency((oa.core, oa.unit), (ob.core, ob.unit)), (oa.id, ob.id)
+            seen.add(lat)
+    assert {0, 200} <= seen  # same core, mode 2 or a barrier between AIVs

@@ -1,37 +1,42 @@
 """Pass 5 of sync planning on A2/A3: a barrier instead of GM words, where it costs less.
 
-Across clusters an AIV reaches an AIC only through GM words (:mod:`.routes`): a store, and on
-the waiting core a polling load that holds it ``gm_flag_poll`` cycles even when the word was
-stored long before. A rowwise task on every AIV feeding a matmul on every AIC, or a matmul's
-epilogue feeding the next matmul, makes thousands of them (ffn_layernorm on ``ascend-a2``:
-11,091). The chip's alternative is a barrier: a **mode-0** flag joins all AIVs (each SETs the
-id once, each WAIT passes when every AIV has set it), after which each AIV tells its own AIC
-with a **mode-2** flag (the AIC's AND wait needs both of its AIVs). That orders every AIV's
-work before the barrier ahead of every AIC's work after its wait, with one instruction per
-core instead of a GM word per dependency, but it makes every consumer wait for the slowest
-producer.
+Across clusters, and between two AIVs, cores signal only through GM words (:mod:`.routes`): a
+store, and on the waiting core a polling load that holds it ``gm_flag_poll`` cycles even when
+the word was stored long before. A rowwise task on every AIV feeding a matmul on every AIC, a
+matmul's epilogue feeding the next matmul, or one elementwise task feeding another cut into
+other tiles makes hundreds to thousands of them (ffn_layernorm on ``ascend-a2``: 11,091). The
+chip's alternative is a barrier: a **mode-0** flag joins all AIVs (each SETs the id once, each
+WAIT passes when every other AIV has set it); an AIV then tells its own AIC with a **mode-2**
+flag (the AIC's AND wait needs both of its AIVs). That orders every AIV's work before the
+barrier ahead of every consumer's work after its wait, with one instruction per core instead
+of a GM word per dependency, but it makes every consumer wait for the slowest producer.
 
 *Per dependency* means per pair of tasks (the lowering names every op after its task: the
 part of its id before the first dot): the bundle of GM words from the producer task's ops on
-AIVs to the consumer task's ops on AICs. A bundle's barrier replaces all of its GM words:
+AIVs to the consumer task's ops. A bundle's barrier replaces all of its GM words:
 
 - on every AIV, right after its last op of the producer task (with that op's own SETs), on
-  that op's stream: a mode-0 SET, a mode-0 WAIT, and a mode-2 SET to its AIC when that AIC
-  consumes;
+  that op's stream, a mode-0 SET (an AIV with no op of the task puts it first on its stream);
+- its mode-0 WAIT right after, or, on an AIV that consumes, where its first GM WAIT of the
+  bundle was; then a mode-2 SET to its AIC when that AIC consumes;
 - on every consuming AIC, where its first GM WAIT of the bundle was: the mode-2 AND WAIT.
 
 The plan keeps a point-to-point view (as for mode 2): a mode-0 SET on AIV ``v`` is one flag
 per other AIV, in a row, and its WAIT one flag per other AIV, in a row; the program builder
 turns each row into one instruction, and the verifier expands it back.
 
-*When a barrier applies*: every AIV has an op of the producer task, an AIV's GM SETs of the
-bundle all sit on that op's stream, an AIC's GM WAITs of the bundle all on one stream, and a
-mode-0 id and each consuming cluster's mode-2 id are free (no flag of the plan uses them; a
-flag's identity is its mode and id, and reusing an id across modes needs the old one drained,
-so the pass takes only unused ids). *The choice* is by the program's nominal replay: the
-barrier is kept when the program is no longer with it (fewer instructions at equal time), and
-dropped when it is longer or the replay finds the program stuck. Bundles are tried in task
-order, each against the plan with the bundles before it decided.
+*When a barrier applies*: an AIV's GM SETs of the bundle all sit on one stream, a consumer's
+GM WAITs of the bundle all on one stream, and a mode-0 id and each consuming cluster's mode-2
+id are free (no flag of the plan uses them; a flag's identity is its mode and id, and reusing
+an id across modes needs the old one drained, so the pass takes only unused ids). Bundles
+whose producers are AICs (only a split-K partial, read by its own task) keep their GM words.
+*The choice* is by the program's nominal replay: the barrier is kept when the program is no
+longer with it (fewer instructions at equal time), and dropped when it is longer or the
+replay finds the program stuck (a consumer's loads interleaved with its own producer's on one
+pipe make a barrier wait for itself). Bundles are tried in task order, each against the plan
+with the bundles before it decided. The solver prices an edge from an AIV across clusters at
+the cheaper of the two (:meth:`~staticsched.model.hardware.SyncModel.latency`), so that its
+bounds hold whichever is chosen.
 """
 
 from __future__ import annotations
@@ -75,15 +80,16 @@ def task_of(op_id: str) -> str:
     return op_id.split(".", 1)[0]
 
 
-def bundles(hw: Hardware, plan: SyncPlan) -> list[tuple[tuple[str, str], list[int]]]:
-    """The GM-word flags from AIVs to AICs, by (producer task, consumer task), in task order."""
+def bundles(hw: Hardware, plan: SyncPlan) -> list[tuple[tuple[str, str, str], list[int]]]:
+    """The GM-word flags by (producer task, consumer task, the producers' core type: ``"AIC"``
+    or ``"AIV"``), in that order."""
     sync = hw.sync
     cs, hub = sync.cluster_size, sync.hub_slot
-    out: dict[tuple[str, str], list[int]] = {}
+    out: dict[tuple[str, str, str], list[int]] = {}
     for f in plan.flags:
-        if (f.route == "gm" and f.reason != "credit" and f.set_core % cs != hub
-                and f.wait_core % cs == hub):
-            out.setdefault((task_of(f.set_op), task_of(f.wait_op)), []).append(f.index)
+        if f.route == "gm" and f.reason != "credit":
+            side = "AIC" if f.set_core % cs == hub else "AIV"
+            out.setdefault((task_of(f.set_op), task_of(f.wait_op), side), []).append(f.index)
     return sorted(out.items())
 
 
@@ -126,15 +132,23 @@ def choose_barriers(
         # the baton plan relays flags through other pipes: its GM words stay as planned
         return plan, None, [BarrierChoice(p, c, len(m), makespan, 0, False,
                                           "ids ran short: the baton plan keeps its GM words")
-                            for (p, c), m in bundles(hw, plan) if p != c]
-    for producer, consumer in [key for key, _ in bundles(hw, plan)]:
+                            for (p, c, _), m in bundles(hw, plan) if p != c]
+    for key in [key for key, _ in bundles(hw, plan)]:
+        producer, consumer, side = key
         if producer == consumer:
             # within one task (a ring's slot handed back): a barrier would order a block
             # after every block of the task, its own later ones included
             continue
         # the bundle in the plan as decided so far (a kept barrier renumbers the flags)
-        members = dict(bundles(hw, plan))[(producer, consumer)]
-        cand = _with_barrier(hw, plan, producer, members, start)
+        members = dict(bundles(hw, plan))[key]
+        if side == "AIC":
+            # only a split-K partial is stored by FixPipe and read across clusters, by its own
+            # task; an OpGraph's AIC stores keep their GM words (a barrier of all AICs with a
+            # broadcast to the AIVs is built the same way, but no test drives it yet)
+            choices.append(BarrierChoice(producer, consumer, len(members), makespan, 0, False,
+                                         "producers on AICs: GM words kept"))
+            continue
+        cand = _with_barrier(hw, plan, producer, side, members, start)
         if isinstance(cand, str):
             choices.append(BarrierChoice(producer, consumer, len(members), makespan, 0, False, cand))
             continue
@@ -151,20 +165,20 @@ def choose_barriers(
     return plan, played, choices
 
 
-def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, members: Sequence[int],
+def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, side: str, members: Sequence[int],
                   start: Mapping[str, int]) -> SyncPlan | str:
-    """``plan`` with the GM words ``members`` replaced by a barrier after ``producer``'s ops
-    (``start``: the ops' planned starts), or why it cannot be."""
+    """``plan`` with the GM words ``members`` replaced by a barrier of every ``side`` core
+    (``"AIV"`` or ``"AIC"``) after ``producer``'s ops (``start``: the ops' planned starts), or
+    why it cannot be."""
     sync = hw.sync
     cs, hub = sync.cluster_size, sync.hub_slot
     flags = plan.flags
     drop = set(members)
-    aivs = [c for c in range(hw.cores) if c % cs != hub]
+    party = [c for c in range(hw.cores) if (c % cs == hub) == (side == "AIC")]
     by_core: dict[int, list[int]] = {}
     for s, st in enumerate(plan.streams):
         by_core.setdefault(st.core, []).append(s)
 
-    # each AIV's anchor: its last op of the producer task, on the stream of its bundle SETs
     set_streams: dict[int, set[int]] = {}
     wait_at: dict[int, list[tuple[int, int]]] = {}
     for s, st in enumerate(plan.streams):
@@ -174,23 +188,41 @@ def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, members: Sequence
                     set_streams.setdefault(st.core, set()).add(s)
                 else:
                     wait_at.setdefault(st.core, []).append((s, k))
+    # each party core's anchor: its last op of the producer task, on the stream of its bundle
+    # SETs, else on the stream whose op of the task starts last
     anchor: dict[int, tuple[int, int]] = {}
-    for v in aivs:
-        # the stream of its bundle SETs, else the one whose op of the task starts last
+    for v in party:
         mine = set_streams.get(v, set())
         if len(mine) > 1:
-            return f"AIV core {v} stores for the bundle from more than one pipe"
+            return f"{side} core {v} stores for the bundle from more than one pipe"
         last = None
         for s in sorted(mine) or by_core.get(v, ()):
             for k, (what, ref) in enumerate(plan.streams[s].slots):
                 if what == "op" and task_of(ref) == producer and (last is None or start[ref] >= last[0]):
                     last = (start[ref], s, k)
-        if last is None:
-            return f"AIV core {v} has no op of task '{producer}' to put its part of a barrier after"
-        anchor[v] = (last[1], last[2])
+        if last is not None:
+            anchor[v] = (last[1], last[2])
     for a, places in wait_at.items():
         if len({s for s, _ in places}) > 1:
-            return f"AIC core {a} waits for the bundle on more than one pipe"
+            return f"core {a} waits for the bundle on more than one pipe"
+    for v in party:
+        if v in anchor:
+            continue
+        # no op of the task (an AIV the producer left idle): its part goes first on the stream
+        # it consumes on, or on its first stream with an op
+        mine = [wait_at[v][0][0]] if v in wait_at else [
+            s for s in by_core.get(v, ()) if any(w == "op" for w, _ in plan.streams[s].slots)][:1]
+        if not mine:
+            return f"{side} core {v} has no op to put its part of a barrier before"
+        anchor[v] = (mine[0], -1)
+    # the consumers of the other type, reached in mode 2 from their cluster's party cores
+    others = sorted(c for c in wait_at if c not in anchor)
+    if side == "AIC":
+        for v in others:
+            twin = [c for c in range(v - v % cs, v - v % cs + cs) if c % cs != hub and c != v]
+            if any(c not in wait_at for c in twin):
+                return (f"AIV core {v} consumes and its twin does not: their AIC's mode-2 SET "
+                        "reaches both")
 
     # ids of the chip's own flags (modes 0 and 2) per cluster; a GM word's id is a word's
     used: dict[int, set[int]] = {}
@@ -203,14 +235,14 @@ def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, members: Sequence
     limit = min(sync.cross_core_ids_per_core, sync.cross_core_event_ids)
     free = [i for i in range(limit) if i not in taken]
     if not free:
-        return "no mode-0 id is free on the AIVs"
+        return f"no mode-0 id is free on the {side}s"
     barrier_id = free[0]
     hop_id: dict[int, int] = {}
-    for a in sorted(wait_at):
-        ids = [i for i in range(limit) if i != barrier_id and i not in used.get(a // cs, ())]
+    for cluster in sorted({c // cs for c in others}):
+        ids = [i for i in range(limit) if i != barrier_id and i not in used.get(cluster, ())]
         if not ids:
-            return f"no mode-2 id is free in the cluster of AIC core {a}"
-        hop_id[a] = ids[0]
+            return f"no mode-2 id is free in cluster {cluster}"
+        hop_id[cluster] = ids[0]
 
     out = list(flags)
 
@@ -219,27 +251,62 @@ def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, members: Sequence
         return len(out) - 1
 
     streams = plan.streams
-    op_at = {v: streams[s].slots[k][1] for v, (s, k) in anchor.items()}
+    # the op each party core's SETs are anchored to: after its last op of the task, or before
+    # the first op of its stream
+    op_at = {v: streams[s].slots[k][1] if k >= 0 else next(r for w, r in streams[s].slots if w == "op")
+             for v, (s, k) in anchor.items()}
+    first = {v for v, (_, k) in anchor.items() if k < 0}
     unit_of = {v: streams[s].unit for v, (s, _) in anchor.items()}
-    inserts: dict[int, list[tuple[str, int]]] = {}
-    for v in aivs:
-        side = {"set_core": v, "set_unit": unit_of[v], "set_op": op_at[v], "set_side": "after"}
-        inserts[v] = [("set", add(**side, wait_core=w, wait_unit=unit_of[w], wait_op=op_at[w],
-                                  wait_side="after", event=barrier_id, route="0"))
-                      for w in aivs if w != v]
-    for v in aivs:
-        inserts[v] += [("wait", f) for f in range(len(flags), len(out))
-                       if out[f].wait_core == v and out[f].route == "0"]
-    aic_waits: dict[int, list[tuple[str, int]]] = {}
-    for a in sorted(wait_at):
-        s, k = min(wait_at[a])
-        consumer_op = flags[streams[s].slots[k][1]].wait_op
-        for j, v in enumerate(c for c in range(a - a % cs, a - a % cs + cs) if c != a):
-            f = add(set_core=v, set_unit=unit_of[v], set_op=op_at[v], set_side="after", wait_core=a,
-                    wait_unit=streams[s].unit, wait_op=consumer_op, wait_side="before",
-                    event=hop_id[a], route="2", merged=j > 0)
-            inserts[v].append(("set", f))
-            aic_waits.setdefault(a, []).append(("wait", f))
+    # where each consumer waits: at its first GM WAIT of the bundle (before that op)
+    consumer_at = {c: min(places) for c, places in wait_at.items()}
+    consumer_op = {c: flags[streams[s].slots[k][1]].wait_op for c, (s, k) in consumer_at.items()}
+
+    def waits_on(v: int) -> dict[str, Any]:
+        if v in consumer_at:
+            return {"wait_core": v, "wait_unit": streams[consumer_at[v][0]].unit,
+                    "wait_op": consumer_op[v], "wait_side": "before"}
+        return {"wait_core": v, "wait_unit": unit_of[v], "wait_op": op_at[v],
+                "wait_side": "before" if v in first else "after"}
+
+    # per stream, the runs of slots to insert: (old slot, "after" it or "before" it, slots).
+    # A party core's SETs go after its anchor, its WAITs there too or, if it consumes, where
+    # it first waited, and its mode-2 SETs to its cluster's consumers right after its WAITs
+    inserts: dict[int, list[tuple[tuple[str, Any], str, list[tuple[str, int]]]]] = {}
+    waits: dict[int, list[tuple[str, int]]] = {v: [] for v in party}
+    for v in party:
+        ends = {"set_core": v, "set_unit": unit_of[v], "set_op": op_at[v],
+                "set_side": "before" if v in first else "after"}
+        sets = []
+        for w in party:
+            if w != v:
+                f = add(**ends, **waits_on(w), event=barrier_id, route="0")
+                sets.append(("set", f))
+                waits[w].append(("wait", f))
+        s, k = anchor[v]
+        inserts.setdefault(s, []).append((streams[s].slots[k], "after", sets) if k >= 0 else
+                                         (("start", None), "start", sets))
+    hops: dict[int, list[int]] = {c: [] for c in others}
+    for v in party:
+        s_w, k_w = consumer_at.get(v, anchor[v])
+        run = sorted(waits[v], key=lambda slot: out[slot[1]].set_core)
+        cluster = range(v - v % cs, v - v % cs + cs)
+        # the AIC side of a mode-2 flag is one instruction for its cluster's AIVs: the first
+        # flag of the group carries it, the others are merged into it
+        for j, c in enumerate(c for c in cluster if c in hops):
+            f = add(set_core=v, set_unit=streams[s_w].unit, set_op=consumer_op.get(v, op_at[v]),
+                    set_side="before" if v in consumer_at or v in first else "after", **waits_on(c),
+                    event=hop_id[v // cs], route="2",
+                    merged=(j > 0) if side == "AIC" else v != min(x for x in cluster if x in anchor))
+            run.append(("set", f))
+            hops[c].append(f)
+        if v in consumer_at:
+            inserts.setdefault(s_w, []).append((streams[s_w].slots[k_w], "before", run))
+        else:
+            inserts[s_w][-1][2].extend(run)
+    for c in others:
+        s, k = consumer_at[c]
+        run = [("wait", f) for f in sorted(hops[c], key=lambda f: out[f].set_core)]
+        inserts.setdefault(s, []).append((streams[s].slots[k], "before", run))
 
     # the flags without the GM words dropped, renumbered (a flag's index is its place)
     renumber = {}
@@ -255,17 +322,12 @@ def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, members: Sequence
     new_streams = []
     for s, st in enumerate(streams):
         slots = [slot for slot in st.slots if slot[0] == "op" or slot[1] not in drop]
-        extra: list[tuple[str, int]] = []
-        at = -1
-        if st.core in anchor and anchor[st.core][0] == s:
-            at = _after_sets(slots, streams[s].slots[anchor[st.core][1]])
-            extra = inserts[st.core]
-        elif st.core in aic_waits and min(wait_at[st.core])[0] == s:
-            first = streams[s].slots[min(wait_at[st.core])[1]]
-            at = _before_waits(slots, st.slots, first)
-            extra = aic_waits[st.core]
-        if at >= 0:
-            slots[at:at] = extra
+        places = [(0 if how == "start" else _after_sets(slots, ref) if how == "after"
+                   else _before_waits(slots, st.slots, ref), j, run)
+                  for j, (ref, how, run) in enumerate(inserts.get(s, ()))]
+        # the later place first, so that the earlier one's index still holds
+        for at, _, run in sorted(places, key=lambda x: (x[0], x[1]), reverse=True):
+            slots[at:at] = run
         new_streams.append(PlanStream(st.core, st.unit, moved(slots)))
     cross = sum(1 for f in kept_flags if f.kind == "cross")
     return attrs.evolve(plan, flags=tuple(kept_flags), streams=tuple(new_streams),

@@ -59,7 +59,8 @@ class Events(Passive):
                 for i, _ in graph.accesses[graph.items[gi].name]:
                     op_items[local[i]].append(k)
             found = flag_tokens(prob.n, prob.pipe_of, prob.pipes, prob.edges)
-            group.cache[key] = event_budgets(found, op_items, prob.items, prob.spaces, prob.sync)
+            group.cache[key] = event_budgets(found, op_items, prob.items, prob.spaces, prob.sync,
+                                             prob.places)
         tokens, budgets = group.cache[key]
         return attrs.evolve(prob, tokens=tokens, budgets=budgets), pmap
 
