@@ -18,7 +18,7 @@ from typing import Any, cast
 import attrs
 
 from staticsched.emit.sync import Flag, SyncPlan, plan_sync, plan_timed
-from staticsched.emit.sync.barriers import bundles, choose_barriers
+from staticsched.emit.sync.barriers import choose_barriers
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.deps import intended_writes
 from staticsched.model.fluid import FluidLinks, FluidTransfer
@@ -486,10 +486,9 @@ def finalize(
                      "per group of cores instead (one id per pool, consumers re-timed)")
     with rep.phase("build program"):
         played = replay(schedule, plan)
-        if bundles(schedule.hw, plan):
-            start = {t.id: t.start for t in schedule.ops}
-            barred, replayed, choices = choose_barriers(
-                schedule.hw, plan, played.makespan, functools.partial(replay, schedule), start)
+        barred, replayed, choices = choose_barriers(
+            schedule.hw, plan, played.makespan, functools.partial(replay, schedule), schedule.ops)
+        if choices:
             for choice in choices:
                 rep.line(f"  barrier: {choice.line()}")
             plan = attrs.evolve(barred, stats=attrs.evolve(barred.stats, barriers=tuple(choices)))

@@ -133,27 +133,35 @@ def _transfer(op: Op, graph: OpGraph, hw: Hardware) -> Transfer | None:
                     tuple(lk.name for lk in links), full)
 
 
-def peak_usage(intervals: Iterable[tuple[int, int, int]]) -> tuple[int, int]:
-    """The most units held at once by ``(begin, end, units)`` intervals (half-open) and the
-    first cycle it is reached: ``(peak, cycle)``; ``(0, 0)`` for none."""
-    ivs = intervals if isinstance(intervals, Sequence) else list(intervals)
-    if not ivs:
-        return 0, 0
-    # a chip's links carry ~10^5 transfers: the running level over the events sorted by cycle,
-    # releases first at one cycle ([b, e) intervals that touch do not overlap), as arrays
-    b, e, u = (np.fromiter((iv[k] for iv in ivs), np.int64, len(ivs)) for k in range(3))
+def _cycle_levels(intervals: Sequence[tuple]) -> tuple[np.ndarray, ...] | None:
+    """The units held after each cycle's events by ``(begin, end, units, ...)`` intervals
+    (half-open; empty ones and 0 units dropped): ``(begins, ends, kept mask, cycles,
+    levels)``, or None for no interval. A chip's links carry ~10^5 transfers: the level is a
+    cumulative sum over the events sorted by cycle, read after all of one cycle's events."""
+    if not intervals:
+        return None
+    b, e, u = (np.fromiter((iv[k] for iv in intervals), np.int64, len(intervals)) for k in range(3))
     real = (e > b) & (u != 0)
     b, e, u = b[real], e[real], u[real]
     if not len(b):
-        return 0, 0
+        return None
     times = np.concatenate((b, e))
-    deltas = np.concatenate((u, -u))
-    order = np.lexsort((deltas, times))
-    level = np.cumsum(deltas[order])
-    k = int(np.argmax(level))  # the first time the maximum is reached
-    if level[k] <= 0:
+    order = np.argsort(times, kind="stable")
+    times = times[order]
+    level = np.cumsum(np.concatenate((u, -u))[order])
+    last = np.append(times[1:] != times[:-1], True)  # the last event of each cycle
+    return b, e, real, times[last], level[last]
+
+
+def peak_usage(intervals: Iterable[tuple[int, int, int]]) -> tuple[int, int]:
+    """The most units held at once by ``(begin, end, units)`` intervals (half-open) and the
+    first cycle it is reached: ``(peak, cycle)``; ``(0, 0)`` for none."""
+    got = _cycle_levels(intervals if isinstance(intervals, Sequence) else list(intervals))
+    if got is None:
         return 0, 0
-    return int(level[k]), int(times[order][k])
+    cycles, levels = got[3], got[4]
+    k = int(np.argmax(levels))  # the first cycle the maximum is reached
+    return (int(levels[k]), int(cycles[k])) if levels[k] > 0 else (0, 0)
 
 
 def overflows(
@@ -162,21 +170,10 @@ def overflows(
     """Where ``(begin, end, units, label)`` intervals hold more than ``capacity`` units: one
     ``(cycle, units held, labels of the holders)`` per maximal stretch of overflow, at its
     first cycle."""
-    if not intervals:
+    got = _cycle_levels(intervals)
+    if got is None:
         return []
-    # a chip's links carry ~10^5 transfers: the level after each cycle's events is a cumulative
-    # sum over the events sorted by cycle (all of one cycle's events apply before the level counts)
-    b, e, u = (np.fromiter((iv[k] for iv in intervals), np.int64, len(intervals)) for k in range(3))
-    real = (e > b) & (u != 0)
-    b, e, u = b[real], e[real], u[real]
-    if not len(b):
-        return []
-    times = np.concatenate((b, e))
-    order = np.argsort(times, kind="stable")
-    times = times[order]
-    level = np.cumsum(np.concatenate((u, -u))[order])
-    last = np.append(times[1:] != times[:-1], True)  # the last event of each cycle
-    cycles, levels = times[last], level[last]
+    b, e, real, cycles, levels = got
     over = levels > capacity
     first = over & ~np.append(False, over[:-1])
     labels = [iv[3] for iv, keep in zip(intervals, real.tolist(), strict=True) if keep]

@@ -98,7 +98,7 @@ def choose_barriers(
     plan: SyncPlan,
     makespan: int,
     replay: Callable[[SyncPlan], Any],
-    start: Mapping[str, int],
+    timed_ops: Sequence[Any],
 ) -> tuple[SyncPlan, Any, list[BarrierChoice]]:
     """Try a barrier for each bundle of GM words (see the module docstring).
 
@@ -113,8 +113,8 @@ def choose_barriers(
     replay
         Replays a plan; returns an object with ``makespan``; raises
         :class:`~staticsched.errors.InfeasibleError` when the plan deadlocks.
-    start
-        Every op's planned start (which op of a task is an AIV's last).
+    timed_ops
+        The schedule's timed ops (``id``, ``start``): which op of a task is an AIV's last.
 
     Returns
     -------
@@ -133,7 +133,9 @@ def choose_barriers(
         return plan, None, [BarrierChoice(p, c, len(m), makespan, 0, False,
                                           "ids ran short: the baton plan keeps its GM words")
                             for (p, c, _), m in bundles(hw, plan) if p != c]
-    for key in [key for key, _ in bundles(hw, plan)]:
+    keys = [key for key, _ in bundles(hw, plan)]
+    start = {t.id: t.start for t in timed_ops} if keys else {}
+    for key in keys:
         producer, consumer, side = key
         if producer == consumer:
             # within one task (a ring's slot handed back): a barrier would order a block
@@ -143,12 +145,11 @@ def choose_barriers(
         members = dict(bundles(hw, plan))[key]
         if side == "AIC":
             # only a split-K partial is stored by FixPipe and read across clusters, by its own
-            # task; an OpGraph's AIC stores keep their GM words (a barrier of all AICs with a
-            # broadcast to the AIVs is built the same way, but no test drives it yet)
+            # task; an OpGraph's AIC stores keep their GM words
             choices.append(BarrierChoice(producer, consumer, len(members), makespan, 0, False,
                                          "producers on AICs: GM words kept"))
             continue
-        cand = _with_barrier(hw, plan, producer, side, members, start)
+        cand = _with_barrier(hw, plan, producer, members, start)
         if isinstance(cand, str):
             choices.append(BarrierChoice(producer, consumer, len(members), makespan, 0, False, cand))
             continue
@@ -165,16 +166,15 @@ def choose_barriers(
     return plan, played, choices
 
 
-def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, side: str, members: Sequence[int],
+def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, members: Sequence[int],
                   start: Mapping[str, int]) -> SyncPlan | str:
-    """``plan`` with the GM words ``members`` replaced by a barrier of every ``side`` core
-    (``"AIV"`` or ``"AIC"``) after ``producer``'s ops (``start``: the ops' planned starts), or
-    why it cannot be."""
+    """``plan`` with the GM words ``members`` (from AIVs) replaced by a barrier of every AIV
+    after ``producer``'s ops (``start``: the ops' planned starts), or why it cannot be."""
     sync = hw.sync
     cs, hub = sync.cluster_size, sync.hub_slot
     flags = plan.flags
     drop = set(members)
-    party = [c for c in range(hw.cores) if (c % cs == hub) == (side == "AIC")]
+    party = [c for c in range(hw.cores) if c % cs != hub]
     by_core: dict[int, list[int]] = {}
     for s, st in enumerate(plan.streams):
         by_core.setdefault(st.core, []).append(s)
@@ -194,7 +194,7 @@ def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, side: str, member
     for v in party:
         mine = set_streams.get(v, set())
         if len(mine) > 1:
-            return f"{side} core {v} stores for the bundle from more than one pipe"
+            return f"AIV core {v} stores for the bundle from more than one pipe"
         last = None
         for s in sorted(mine) or by_core.get(v, ()):
             for k, (what, ref) in enumerate(plan.streams[s].slots):
@@ -213,16 +213,10 @@ def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, side: str, member
         mine = [wait_at[v][0][0]] if v in wait_at else [
             s for s in by_core.get(v, ()) if any(w == "op" for w, _ in plan.streams[s].slots)][:1]
         if not mine:
-            return f"{side} core {v} has no op to put its part of a barrier before"
+            return f"AIV core {v} has no op to put its part of a barrier before"
         anchor[v] = (mine[0], -1)
-    # the consumers of the other type, reached in mode 2 from their cluster's party cores
+    # the consuming AICs, reached in mode 2 from their cluster's AIVs
     others = sorted(c for c in wait_at if c not in anchor)
-    if side == "AIC":
-        for v in others:
-            twin = [c for c in range(v - v % cs, v - v % cs + cs) if c % cs != hub and c != v]
-            if any(c not in wait_at for c in twin):
-                return (f"AIV core {v} consumes and its twin does not: their AIC's mode-2 SET "
-                        "reaches both")
 
     # ids of the chip's own flags (modes 0 and 2) per cluster; a GM word's id is a word's
     used: dict[int, set[int]] = {}
@@ -235,7 +229,7 @@ def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, side: str, member
     limit = min(sync.cross_core_ids_per_core, sync.cross_core_event_ids)
     free = [i for i in range(limit) if i not in taken]
     if not free:
-        return f"no mode-0 id is free on the {side}s"
+        return "no mode-0 id is free on the AIVs"
     barrier_id = free[0]
     hop_id: dict[int, int] = {}
     for cluster in sorted({c // cs for c in others}):
@@ -290,13 +284,12 @@ def _with_barrier(hw: Hardware, plan: SyncPlan, producer: str, side: str, member
         s_w, k_w = consumer_at.get(v, anchor[v])
         run = sorted(waits[v], key=lambda slot: out[slot[1]].set_core)
         cluster = range(v - v % cs, v - v % cs + cs)
-        # the AIC side of a mode-2 flag is one instruction for its cluster's AIVs: the first
-        # flag of the group carries it, the others are merged into it
-        for j, c in enumerate(c for c in cluster if c in hops):
+        # the AIC's AND WAIT is one instruction for its cluster's AIVs: the first AIV's flag
+        # carries it, the other's is merged into it
+        for c in (c for c in cluster if c in hops):
             f = add(set_core=v, set_unit=streams[s_w].unit, set_op=consumer_op.get(v, op_at[v]),
                     set_side="before" if v in consumer_at or v in first else "after", **waits_on(c),
-                    event=hop_id[v // cs], route="2",
-                    merged=(j > 0) if side == "AIC" else v != min(x for x in cluster if x in anchor))
+                    event=hop_id[v // cs], route="2", merged=v != min(x for x in cluster if x != c))
             run.append(("set", f))
             hops[c].append(f)
         if v in consumer_at:
