@@ -180,10 +180,17 @@ def _batched(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield b"".join(parts)
 
 
+#: deflate level of the ``.gz`` files: level 1 deflates a chip's ~250 MB of JSON about 4x
+#: faster than the default 6 (0.5 s against 2 s of the 4096^3 GEMM's writing) into files about
+#: a quarter larger (17 MB against 14 MB)
+GZIP_LEVEL = 1
+
+
 def _gzip(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """The gzip stream of ``chunks``: level 6, no file name and mtime 0 (so equal runs give
-    equal bytes), the same bytes as ``gzip.compress(data, 6, mtime=0)`` of their join."""
-    comp = zlib.compressobj(6, zlib.DEFLATED, 31)
+    """The gzip stream of ``chunks``: :data:`GZIP_LEVEL`, no file name and mtime 0 (so equal
+    runs give equal bytes), the same bytes as ``gzip.compress(data, GZIP_LEVEL, mtime=0)`` of
+    their join."""
+    comp = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
     for chunk in chunks:
         out = comp.compress(chunk)
         if out:

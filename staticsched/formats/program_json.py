@@ -6,6 +6,7 @@ instruction lists only the fields that differ from their defaults.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii as _q
 from typing import Any
@@ -19,7 +20,7 @@ from staticsched.formats.encoding import MNEMONIC, attr_types, check_encodable
 from staticsched.formats.jsonfmt import dumps_json, encode
 from staticsched.model.attrcodec import attr_from_json
 from staticsched.model.opgraph import Tensor, attrs_to_json, operands_to_json
-from staticsched.model.program import FORMAT, VERSION, Instr, ProgItem, Program, Stream
+from staticsched.model.program import FORMAT, SYNC_KINDS, VERSION, Instr, ProgItem, Program, Stream
 
 _INSTR_DEFAULTS = {
     "id": "",
@@ -102,8 +103,24 @@ def program_to_dict(program: Program) -> dict[str, Any]:
 
 def _instr_json(ins: Instr) -> str:
     """``_instr_to_dict(ins)`` as JSON text, built directly: at 10^5-10^6 instructions a dict
-    per instruction and a generic encoder cost several times more."""
-    parts = [f'{{"cycle": {int(ins.cycle)}, "kind": {_q(ins.kind)}']
+    per instruction and a generic encoder cost several times more. A set or wait (two thirds
+    of a chip's instructions) differs from thousands of others only in its cycle: the rest of
+    its text is made once per distinct flag."""
+    head = f'{{"cycle": {int(ins.cycle)}, '
+    if ins.kind in SYNC_KINDS and not (ins.id or ins.duration or ins.reads or ins.writes or ins.attrs
+                                       or ins.sees):
+        return head + _sync_tail(ins.kind, ins.src, ins.dst, ins.event, ins.peer_core, ins.mode)
+    return head + _tail(ins)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sync_tail(kind: str, src: str, dst: str, event: int, peer_core: int, mode: str) -> str:
+    return _tail(Instr(kind, 0, src=src, dst=dst, event=event, peer_core=peer_core, mode=mode))
+
+
+def _tail(ins: Instr) -> str:
+    """The text of ``ins`` after its cycle."""
+    parts = [f'"kind": {_q(ins.kind)}']
     if ins.id:
         parts.append(f'"id": {_q(ins.id)}')
     if ins.duration:
@@ -113,7 +130,7 @@ def _instr_json(ins: Instr) -> str:
     if ins.writes:
         parts.append(f'"writes": [{", ".join(map(_q, ins.writes))}]')
     if ins.attrs:
-        parts.append('"attrs": ' + encode(attrs_to_json(attr_types(ins.kind), ins.attrs)))
+        parts.append('"attrs": ' + _attrs_text(ins.kind, ins.attrs))
     if ins.src:
         parts.append(f'"src": {_q(ins.src)}')
     if ins.dst:
@@ -127,6 +144,12 @@ def _instr_json(ins: Instr) -> str:
     if ins.mode:
         parts.append(f'"mode": {_q(ins.mode)}')
     return ", ".join(parts) + "}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _attrs_text(kind: str, attributes: tuple[tuple[str, Any], ...]) -> str:
+    # a chip's moves, products and vector ops repeat a few attribute sets 10^4 times each
+    return encode(attrs_to_json(attr_types(kind), attributes))
 
 
 def dumps_program_json(program: Program) -> str:

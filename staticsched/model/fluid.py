@@ -91,19 +91,30 @@ class FluidLinks:
         self.ready: deque[tuple[Hashable, int]] = deque()
         self.now = 0
         self._seq = 0
+        # the next event's cycle (None: no event) while ``_known``; the replay asks at every
+        # instruction, the state changes only at an issue and an event
+        self._next: int | None = None
+        self._known = True
 
     def issue(self, key: Hashable, x: FluidTransfer, cycle: int) -> None:
         """Transfer ``key`` issues at ``cycle``; its data phase begins after its overhead."""
         self._seq += 1
         self.waiting[key] = x
         heapq.heappush(self.pending, (cycle + x.overhead, self._seq, key))
+        if self._known and self._next is not None:
+            self._next = min(self._next, cycle + x.overhead)
+        else:
+            self._known = False
 
     def completion(self, horizon: int) -> tuple[Hashable, int] | None:
         """The next transfer to finish, and its end cycle, if that is at most ``horizon``."""
         while not self.ready:
-            t = self._next_event()
+            if not self._known:
+                self._next, self._known = self._next_event(), True
+            t = self._next
             if t is None or t > horizon:
                 return None
+            self._known = False
             self._advance(t)
         return self.ready.popleft()
 

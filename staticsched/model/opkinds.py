@@ -195,7 +195,8 @@ def _load_sem(a, reads, writes, gm):
 
 def _move_sem(a, reads, writes, gm):
     r, c = a["rows"], a["cols"]
-    _corner(writes[0], r, c)[...] = _corner(reads[0], r, c).astype(writes[0].dtype)
+    # no copy when the dtypes match: the assignment copies (NumPy buffers overlapping operands)
+    _corner(writes[0], r, c)[...] = _corner(reads[0], r, c).astype(writes[0].dtype, copy=False)
 
 
 def _mmad_sem(a, reads, writes, gm):

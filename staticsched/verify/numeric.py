@@ -57,6 +57,11 @@ SHOW = 5
 #: elements compared at a time (a block of rows that stays in the cache)
 COMPARE_BLOCK = 1 << 16
 
+#: the worker's share of a split numeric replay: the calling process has the other checks to
+#: run first (races, memory, conformance: about as long as half the numbers on a chip), so
+#: the worker takes more (the 4096^3 GEMM's two parts end within a second of each other)
+WORKER_SHARE = 0.75
+
 _ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError, FloatingPointError)
 
 
@@ -162,7 +167,7 @@ def start(
     each sees exactly the values it would see in one replay, since nothing of the other reaches
     it. Should either half fail, the whole program is replayed again in one piece, so the
     findings never depend on the split."""
-    return Pending(ix, _events(ix, rep), inputs, _halves(ix) if processes else None)
+    return Pending(ix, _events(ix, rep), inputs, _halves(ix, WORKER_SHARE) if processes else None)
 
 
 class Pending:
@@ -181,7 +186,7 @@ class Pending:
         self.mine = events
         if halves is not None:
             core = ix.core_per_gid()
-            self.theirs = {g for g in range(ix.n) if core[g] in halves[1]}
+            self.theirs = {e[3] for e in events if core[e[3]] in halves[1]}
             self.mine = [e for e in events if e[3] not in self.theirs]
             theirs = [e for e in events if e[3] in self.theirs]
             self.side = Mapped(functools.partial(_replay_written, ix, inputs), [theirs], 1)
@@ -224,8 +229,9 @@ def _events(ix: ProgramIndex, rep: Replay) -> list[tuple[int, int, int, int]]:
     return events
 
 
-def _halves(ix: ProgramIndex) -> tuple[set[int], set[int]] | None:
-    """Two sets of cores no GM data flows between (balanced by micro-ops), or None."""
+def _halves(ix: ProgramIndex, share: float = 0.5) -> tuple[set[int], set[int]] | None:
+    """Two sets of cores no GM data flows between, or None; the second holds about ``share``
+    of the micro-ops."""
     cores = sorted({st.core for st in ix.streams})
     if len(cores) < 2:
         return None
@@ -280,14 +286,15 @@ def _halves(ix: ProgramIndex) -> tuple[set[int], set[int]] | None:
         groups.setdefault(find(c), []).append(c)
     if len(groups) < 2:
         return None
-    # the largest groups first, each to the lighter half
+    # the largest groups first, each to the half further below its share
     halves: tuple[set[int], set[int]] = (set(), set())
     load = [0, 0]
+    weight = (1.0 - share, share)
     for root in sorted(groups, key=lambda r: (-size.get(r, 0), r)):
-        k = 0 if load[0] <= load[1] else 1
+        k = 0 if load[0] * weight[1] <= load[1] * weight[0] else 1
         halves[k].update(groups[root])
         load[k] += size.get(root, 0)
-    return halves if halves[1] else None
+    return halves if halves[0] and halves[1] else None
 
 
 def _overlap(a: tuple[tuple[int, int], tuple[int, int]], b: tuple[tuple[int, int], tuple[int, int]]) -> bool:
@@ -328,12 +335,12 @@ def _replay(
     for name, arr in inputs.items():
         gm.setdefault(name, np.array(arr, copy=True))
 
-    views = _views(ix, findings)
+    instr = ix.instr
+    views = _views(ix, findings, {n for _, _, _, g in events for n in (*instr[g].reads, *instr[g].writes)})
     if views is None:
         return gm, findings
     pending: dict[int, tuple[list[np.ndarray], list[np.ndarray], list]] = {}
     failed = False
-    instr = ix.instr
     # one BLAS thread: the replay runs 10^4-10^5 tile products, between which a threaded BLAS's
     # idle threads spin against this process's other work and the replay's worker
     with np.errstate(all="ignore"), threadpool_limits(1, user_api="blas"):
@@ -380,8 +387,9 @@ def _poison(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     return arr
 
 
-def _views(ix: ProgramIndex, findings: list[Finding]) -> dict[str, np.ndarray] | None:
-    """Typed views of every typed item into its space buffer (None if one cannot be made)."""
+def _views(ix: ProgramIndex, findings: list[Finding], used: set[str]) -> dict[str, np.ndarray] | None:
+    """Typed views of the ``used`` typed items into their space buffers (None if the view of
+    any typed item could not be made, used or not)."""
     hw = ix.hw
     spans: dict[tuple[int, str], int] = {}
     for it in ix.items.values():
@@ -406,7 +414,11 @@ def _views(ix: ProgramIndex, findings: list[Finding]) -> dict[str, np.ndarray] |
                     )
                 )
                 return None
+            if it.name not in used:
+                continue
             raw = bufs[(it.core, it.space)][it.offset : it.offset + nbytes]
+        elif it.name not in used:
+            continue
         else:
             raw = _poison((max(nbytes, it.bytes),), "uint8")[:nbytes]
         views[it.name] = raw.view(dtype).reshape(it.shape)

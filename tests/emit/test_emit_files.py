@@ -363,7 +363,7 @@ def test_streamed_files_are_the_one_piece_renderings_whatever_the_chunk_size(
     for name in gz:
         data = (tmp_path / "out" / name).read_bytes()
         if name.endswith(".gz"):
-            assert data == gzip.compress(whole[name[:-3]], compresslevel=6, mtime=0)
+            assert data == gzip.compress(whole[name[:-3]], compresslevel=files_module.GZIP_LEVEL, mtime=0)
             data = gzip.decompress(data)
         assert data == whole[name.removesuffix(".gz")], name
 

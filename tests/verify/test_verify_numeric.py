@@ -172,6 +172,13 @@ def test_cores_sharing_no_data_replay_in_two_processes_with_the_same_numbers():
         assert one[name].tobytes() == split[name].tobytes(), name
 
 
+def test_the_worker_part_takes_its_share_of_the_micro_ops():
+    # four cores of equal work: an even split, or three to the worker at the default share
+    ix = ProgramIndex(matmul_program(m=128, n=128, k=64, base=(32, 32, 32), cores=4), load_hardware(HW))
+    assert [len(h) for h in numeric._halves(ix, 0.5)] == [2, 2]
+    assert [len(h) for h in numeric._halves(ix, numeric.WORKER_SHARE)] == [1, 3]
+
+
 def test_a_failing_half_replays_the_whole_program_in_one_piece():
     # a load of core 1 reads outside its tensor: the same finding with or without the split
     program = matmul_program(m=128, n=128, k=64, base=(32, 32, 32), cores=2)
