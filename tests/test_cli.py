@@ -148,6 +148,20 @@ def test_bad_input_via_console_script_has_no_traceback(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_console_script_leaving_its_objects_to_the_os_prints_and_writes_everything(tmp_path):
+    # the console script ends with os._exit after a schedule: the summary and the files must
+    # be complete, the exit code the command's, through a pipe as on a terminal
+    example = Path(__file__).resolve().parents[1] / "examples" / "double_buffer.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "staticsched", "schedule", str(example), "--hw", "double-buffer-demo",
+         "-o", str(tmp_path / "o"), "--quiet"], capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "verification : clean" in proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1].lstrip().startswith("total")
+    assert (tmp_path / "o" / "program.txt").read_text().endswith("\n")
+
+
 def test_lower_bad_input_leaves_no_file(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "staticsched.taskgraph", "version": 1, "tensors": {}, "tasks": 3}')

@@ -35,6 +35,7 @@ from staticsched.errors import InputError
 from staticsched.formats import program_json, program_text
 from staticsched.model.program import Program
 from staticsched.model.schedule import Schedule
+from staticsched.model.traffic import gm_traffic
 
 #: the files :func:`write_outputs` always writes, in this order
 OUTPUT_FILES = (
@@ -270,6 +271,9 @@ def write_outputs(
     # a large program's files are rendered side by side, one forked worker per CPU: each
     # file is a pure function of the schedule, so the bytes do not depend on it
     processes = min(cpus(), len(files)) if len(schedule.ops) > LARGE_PROGRAM_OPS else 0
+    if processes:
+        # kept with the graph before the fork: the summary printed next asks for it too
+        gm_traffic(schedule.graph, schedule.hw)
     try:
         with paused():
             _move_into_place(outdir, files, processes)

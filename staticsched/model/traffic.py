@@ -34,7 +34,17 @@ class Traffic:
 
 
 def gm_traffic(graph: OpGraph, hw: Hardware) -> Traffic:
-    """The GM bytes ``graph`` moves, per tensor and per link of ``hw``."""
+    """The GM bytes ``graph`` moves, per tensor and per link of ``hw`` (computed once per graph
+    and hardware and kept with the graph: ``timetable.json`` and the summary both ask)."""
+    kept = graph.memo.get("gm_traffic")
+    if kept is not None and kept[0] is hw:
+        return kept[1]
+    found = _gm_traffic(graph, hw)
+    graph.memo["gm_traffic"] = (hw, found)
+    return found
+
+
+def _gm_traffic(graph: OpGraph, hw: Hardware) -> Traffic:
     per_tensor: dict[str, list[int]] = {}
     per_link = {lk.name: 0 for lk in hw.links}
     items = graph.item_map

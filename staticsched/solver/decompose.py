@@ -15,7 +15,7 @@ from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
 from staticsched.solver.families import FAMILIES
 from staticsched.solver.families.base import Group
-from staticsched.solver.problem import Problem, ProblemMap
+from staticsched.solver.problem import Problem, ProblemMap, shared_problems
 
 
 def core_groups(graph: OpGraph, merge: Sequence[Sequence[int]] = ()) -> list[tuple[int, ...]]:
@@ -89,7 +89,7 @@ def build_problems(
         for family in FAMILIES:
             prob, pmap = family.attach(prob, pmap, group)
         out.append((prob, pmap))
-    return out
+    return shared_problems(out)
 
 
 def _places(hw: Hardware, cores: tuple[int, ...]) -> tuple[int, ...]:

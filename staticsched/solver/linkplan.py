@@ -30,7 +30,7 @@ from staticsched.model.links import Transfer, rate_text
 from staticsched.model.opgraph import OpGraph
 from staticsched.solver.decompose import build_problems
 from staticsched.solver.families.links import LinkDemand, attach_links, link_demands, transfers_of
-from staticsched.solver.problem import Problem, ProblemMap, relax_event_budgets
+from staticsched.solver.problem import Problem, ProblemMap, relax_event_budgets, shared_problems
 
 Pair = tuple[Problem, ProblemMap]
 
@@ -176,12 +176,23 @@ def _split(
             # split chip's clusters) stay one problem, as identical cores do
             return f"{n} share" if len(cores) == 1 else f"{n} share of the group's core {cores.index(c)}"
 
-        mine = {g: attrs.evolve(transfers[g], links=tuple(
-                    share(n, core_of[g]) if n in names else n for n in transfers[g].links))
-                for g in pmap.ops if g in transfers}
+        # a chip's transfers are a few shared objects (one per op shape): each is renamed once
+        # per core of the group
+        renamed: dict[tuple[int, int], Transfer] = {}
+        mine = {}
+        for g in pmap.ops:
+            x = transfers.get(g)
+            if x is None:
+                continue
+            key = (id(x), core_of[g])
+            y = renamed.get(key)
+            if y is None:
+                y = renamed[key] = attrs.evolve(x, links=tuple(
+                    share(n, core_of[g]) if n in names else n for n in x.links))
+            mine[g] = y
         units = {share(n, c): u for n, per in shares.items() for c, u in per.items() if c in pmap.cores}
         out[k] = (attach_links(prob, pmap.ops, mine, units, overhead_holds), pmap)
-    return out
+    return shared_problems(out)
 
 
 def _components(binding: Sequence[LinkDemand]) -> list[tuple[int, ...]]:

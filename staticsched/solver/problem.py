@@ -214,6 +214,14 @@ class ProblemMap:
     items: tuple[int, ...] = attrs.field(converter=tuple)
 
 
+def shared_problems(pairs: Sequence[tuple[Problem, ProblemMap]]) -> list[tuple[Problem, ProblemMap]]:
+    """``pairs`` with equal problems made one object: identical cores build equal problems,
+    and every later lookup of one (a memo, the distinct problems to solve) then finds it by
+    identity instead of comparing ~10^4 items field by field each time."""
+    one: dict[Problem, Problem] = {}
+    return [(one.setdefault(prob, prob), pmap) for prob, pmap in pairs]
+
+
 def relax_flag_slots(prob: Problem) -> Problem:
     """``prob`` with every space at its full capacity: for when the flag slots (fewer slots
     than the capacity holds) leave an op no room (a space stays binding: its items keep

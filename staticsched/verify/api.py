@@ -325,14 +325,17 @@ def _numeric_start(
         stats["numeric"] = "not run (untyped items)"
         found["numeric"].extend(blockers)
         return None
+    # a big program's cores that share no GM data replay in two processes; the replay order
+    # first, while the reference's child may still be at work
+    processes = default_processes(ix.n, 1)
+    ordered = numreplay.order(ix, rep, processes)
     prepared = reference.get()
     if isinstance(prepared, Finding):
         stats["numeric"] = "not run (bad source)"
         found["input"].append(prepared)
         return None
     inputs, ref = prepared
-    # a big program's cores that share no GM data replay in two processes
-    return numreplay.start(ix, rep, inputs, processes=default_processes(ix.n, 1)), ref
+    return numreplay.start(ix, rep, inputs, processes, ordered), ref
 
 
 def _numeric_finish(

@@ -156,18 +156,31 @@ def run(
     return start(ix, rep, inputs, processes).finish()
 
 
+#: the events in replay order and the two parts of a split replay (None: one part)
+Order = tuple[list[tuple[int, int, int, int]], tuple[set[int], set[int]] | None]
+
+
+def order(ix: ProgramIndex, rep: Replay, processes: int = 0) -> Order:
+    """What :func:`start` computes before it needs the inputs: the events in replay order and,
+    with ``processes``, the two parts (a caller waiting for its inputs computes it first)."""
+    return _events(ix, rep), _halves(ix, WORKER_SHARE) if processes else None
+
+
 def start(
-    ix: ProgramIndex, rep: Replay, inputs: Mapping[str, np.ndarray], processes: int = 0
+    ix: ProgramIndex, rep: Replay, inputs: Mapping[str, np.ndarray], processes: int = 0,
+    ordered: Order | None = None,
 ) -> Pending:
-    """Start the replay of :func:`run`; with ``processes`` (at most one is used), half of it
-    in a forked worker now, so that the caller can go on with other work meanwhile.
+    """Start the replay of :func:`run`; with ``processes`` (at most one is used), part of it
+    (:data:`WORKER_SHARE` of the micro-ops) in a forked worker now, so that the caller can go
+    on with other work meanwhile. ``ordered`` is :func:`order`'s result, when computed before.
 
     Cores that share no GM data -- no core reads a tensor another writes, no two write
-    overlapping regions of one, no item is accessed from two cores -- are split in two halves:
+    overlapping regions of one, no item is accessed from two cores -- are split in two parts:
     each sees exactly the values it would see in one replay, since nothing of the other reaches
-    it. Should either half fail, the whole program is replayed again in one piece, so the
+    it. Should either part fail, the whole program is replayed again in one piece, so the
     findings never depend on the split."""
-    return Pending(ix, _events(ix, rep), inputs, _halves(ix, WORKER_SHARE) if processes else None)
+    events, halves = ordered if ordered is not None else order(ix, rep, processes)
+    return Pending(ix, events, inputs, halves)
 
 
 class Pending:

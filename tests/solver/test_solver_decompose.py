@@ -65,6 +65,21 @@ def test_identical_cores_are_solved_once_and_mapped():
     assert all(p == per_core[0] for p in per_core)
 
 
+def test_identical_cores_listing_their_items_in_other_orders_share_one_problem():
+    # core 2's items listed backwards: the same problem object, each core's items mapped to
+    # its own tiles in the problem's structural order
+    graph = four_cores()
+    items = list(graph.items)
+    mine = [it for it in items if it.name.startswith("c2.")]
+    shuffled = attrs.evolve(graph, items=[it for it in items if it not in mine] + mine[::-1])
+    shuffled.check(HW)
+    pairs = build_problems(shuffled, HW)
+    assert len({id(p) for p, _ in pairs}) == 1
+    names = [[shuffled.items[k].name.split(".", 1)[1] for k in pmap.items] for _, pmap in pairs]
+    assert all(n == names[0] for n in names)
+    assert [p for p, _ in pairs][0] == build_problems(graph, HW)[0][0]
+
+
 def test_different_cores_are_distinct_problems():
     graph = four_cores(identical=False)
     assert len({p for p, _ in build_problems(graph, HW)}) == 2

@@ -78,7 +78,23 @@ class Memory(Passive):
 
     def attach(self, prob: Problem, pmap: ProblemMap, group: Group) -> tuple[Problem, ProblemMap]:
         """The bounded spaces of the group's cores and their items (:func:`_items`)."""
-        spaces, items, item_ids = _items(group, prob.dur, prob.edges)
+        # what _items reads, in the group's own numbers and a canonical order: identical cores
+        # (whose items the graph may list in different orders) compute it once. Only when no
+        # two items share a first access, space and size: _items' order then never falls back
+        # on the items' graph order, which is the group's own
+        graph, local, listed = group.graph, group.local, group.item_list
+        canon = sorted((tuple((local[i], m) for i, m in acc), graph.items[gi].space, graph.items[gi].bytes, k)
+                       for k, (gi, acc) in enumerate(listed))
+        if len({(e[0][0][0], e[1], e[2]) for e in canon}) < len(canon):
+            spaces, items, positions = _items(group, listed, prob.dur, prob.edges)
+            item_ids = [listed[k][0] for k in positions]
+        else:
+            key = ("memory", prob, tuple(e[:3] for e in canon))
+            if key not in group.cache:
+                ordered = [listed[e[3]] for e in canon]
+                group.cache[key] = _items(group, ordered, prob.dur, prob.edges)
+            spaces, items, positions = group.cache[key]
+            item_ids = [listed[canon[k][3]][0] for k in positions]
         return attrs.evolve(prob, spaces=spaces, items=items), attrs.evolve(pmap, items=item_ids)
 
     def precheck(self, graph: OpGraph, hw: Hardware, prob: Problem, pmap: ProblemMap) -> list[str]:
@@ -252,9 +268,13 @@ def _fits_together(sizes: list[int], capacity: int, align: int, slot: int, limit
 
 
 def _items(
-    group: Group, dur: Sequence[int], edges: Sequence[tuple[int, int, int]]
+    group: Group,
+    listed: Sequence[tuple[int, list[tuple[int, str]]]],
+    dur: Sequence[int],
+    edges: Sequence[tuple[int, int, int]],
 ) -> tuple[list[SpaceSpec], list[ItemSpec], list[int]]:
-    """The bounded spaces and their items, in a structural order.
+    """The bounded spaces and the items of ``listed`` (the group's items with their accesses),
+    in a structural order, with each item's position in ``listed``.
 
     With ``flag_slots``, a uniform space (one footprint) whose items are first written on one
     pipe and last accessed on another offers at most ``event_ids`` slots: every reuse of a
@@ -275,7 +295,9 @@ def _items(
     ops = graph.ops
     by_space: dict[tuple[int, str], list[tuple[int, int, int, tuple[int, ...], int]]] = {}
     pipes_of: dict[tuple[int, str], set[str]] = {}
-    for gi, accesses in group.item_list:
+    # an item is named by its position in the group's list (in graph order): the result is
+    # then the same for every group with the same structure
+    for pos, (gi, accesses) in enumerate(listed):
         it = graph.items[gi]
         first = accesses[0][0]
         last_w, reads = tail_accesses(accesses)
@@ -283,11 +305,11 @@ def _items(
         tails = sorted({local[last_w], *(local[r] for r in reads)})
         key = (core_rel[ops[first].core], it.space)
         live = _min_live([local[i] for i, _ in accesses], tails, dur, preds)
-        by_space.setdefault(key, []).append((gi, it.bytes, local[first], tuple(tails), live))
+        by_space.setdefault(key, []).append((pos, it.bytes, local[first], tuple(tails), live))
         pipes_of.setdefault(key, set()).update(ops[i].unit for i in (first, last_w, *reads))
     spaces: list[SpaceSpec] = []
     items: list[ItemSpec] = []
-    item_ids: list[int] = []
+    positions: list[int] = []
     space_order = {s.name: k for k, s in enumerate(hw.spaces)}
     for key in sorted(by_space, key=lambda k: (k[0], space_order[k[1]])):
         sp = hw.space(key[1])
@@ -320,11 +342,11 @@ def _items(
         spaces.append(SpaceSpec(key[0], key[1], sp.capacity, align, slot, limit, binding, capped,
                                 full_limit))
         offset = 0
-        for (gi, b, first, tails, live), f in zip(entries, feet, strict=True):
+        for (pos, b, first, tails, live), f in zip(entries, feet, strict=True):
             items.append(ItemSpec(k, b, f, first, tails, 0 if binding else offset, live))
-            item_ids.append(gi)
+            positions.append(pos)
             offset += f
-    return spaces, items, item_ids
+    return spaces, items, positions
 
 
 def _min_live(
