@@ -77,7 +77,7 @@ def test_identical_cores_listing_their_items_in_other_orders_share_one_problem()
     assert len({id(p) for p, _ in pairs}) == 1
     names = [[shuffled.items[k].name.split(".", 1)[1] for k in pmap.items] for _, pmap in pairs]
     assert all(n == names[0] for n in names)
-    assert [p for p, _ in pairs][0] == build_problems(graph, HW)[0][0]
+    assert pairs[0][0] == build_problems(graph, HW)[0][0]
 
 
 def test_different_cores_are_distinct_problems():
