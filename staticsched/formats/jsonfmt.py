@@ -41,9 +41,26 @@ def iter_json(obj: Any, expand: Callable[[Path], bool] = _top_level) -> Iterator
     yield "\n"
 
 
+class RawList(list):
+    """A list of JSON texts, one encoded value each (exactly what :data:`encode` would give):
+    written as they are. A caller that has its records' texts at hand saves the encoder."""
+
+
+class RawDict(dict):
+    """A dict of JSON texts by key, as :class:`RawList`."""
+
+
+def _compact(obj: Any) -> str:
+    if type(obj) is RawList:
+        return "[" + ", ".join(obj) + "]"
+    if type(obj) is RawDict:
+        return "{" + ", ".join(f"{encode(k)}: {v}" for k, v in obj.items()) + "}"
+    return encode(obj)
+
+
 def _chunks(obj: Any, expand: Callable[[Path], bool], path: Path) -> Iterator[str]:
     if not isinstance(obj, dict | list) or not obj or not expand(path):
-        yield encode(obj)
+        yield _compact(obj)
         return
     pad = "\n" + " " * (len(path) + 1)
     close = "\n" + " " * len(path)
@@ -51,8 +68,9 @@ def _chunks(obj: Any, expand: Callable[[Path], bool], path: Path) -> Iterator[st
     if isinstance(obj, list):
         if not expand((*path, 0)):
             # the common case, a list of records: one tight loop per batch, no recursion
+            texts = (lambda part: part) if type(obj) is RawList else (lambda part: map(encode, part))
             for k in range(0, len(obj), BATCH):
-                yield ("[" + pad if k == 0 else sep) + sep.join(map(encode, obj[k : k + BATCH]))
+                yield ("[" + pad if k == 0 else sep) + sep.join(texts(obj[k : k + BATCH]))
             yield close + "]"
             return
         yield "["
@@ -62,6 +80,12 @@ def _chunks(obj: Any, expand: Callable[[Path], bool], path: Path) -> Iterator[st
         yield close + "]"
         return
     yield "{"
+    if type(obj) is RawDict and not expand((*path, next(iter(obj)))):
+        keys = list(obj)
+        for k in range(0, len(keys), BATCH):
+            yield (pad if k == 0 else sep) + sep.join(f"{encode(key)}: {obj[key]}" for key in keys[k : k + BATCH])
+        yield close + "}"
+        return
     for n, (key, value) in enumerate(obj.items()):
         yield (pad if n == 0 else sep) + encode(key) + ": "
         yield from _chunks(value, expand, (*path, key))

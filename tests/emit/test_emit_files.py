@@ -389,3 +389,32 @@ def test_utilisation_never_passes_100_percent_when_the_program_beats_its_plan():
     assert shares and max(shares) <= 100.0
     plain = summary_lines(s, compiled.plan)
     assert "over the makespan" in next(ln for ln in plain if ln.startswith("utilisation"))
+
+
+def test_timetable_json_from_record_texts_is_the_encoders_text(double_buffer):
+    # timetable.json is written from its records' texts: the same text as the generic
+    # encoder's of timetable_to_dict, with rates, non-ASCII names and every field
+    import attrs
+
+    from staticsched.emit.timetable import dumps_timetable_json, timetable_to_dict
+    from staticsched.model.hardware import RATE_DENOM
+
+    schedule, _, plan = double_buffer
+    ops = [attrs.evolve(t, id=t.id + "\u00e9\"q", rate=(k * RATE_DENOM) // 3) for k, t in enumerate(schedule.ops)]
+    items = [attrs.evolve(p, item=p.item + "\u2603") for p in schedule.items]
+    varied = attrs.evolve(schedule, ops=ops, items=items)
+    assert any(t.rate for t in varied.ops) and varied.events
+    text = dumps_timetable_json(varied, plan)
+    assert text == jsonfmt.dumps_json(timetable_to_dict(varied, plan))
+    assert json.loads(text) == json.loads(json.dumps(timetable_to_dict(varied, plan)))
+
+
+@pytest.mark.parametrize("expand", [None, lambda path: len(path) == 0])
+def test_raw_records_are_written_as_the_encoder_would(expand):
+    records = [{"a": 1, "b": "x\u00e9"}, {"a": 2, "b": "y"}]
+    table = {"k1": {"v": 1.5}, "k\u00e9": {"v": None}}
+    plain = {"list": records, "dict": table, "n": 3}
+    raw = {"list": jsonfmt.RawList(map(jsonfmt.encode, records)),
+           "dict": jsonfmt.RawDict((k, jsonfmt.encode(v)) for k, v in table.items()), "n": 3}
+    args = () if expand is None else (expand,)
+    assert jsonfmt.dumps_json(raw, *args) == jsonfmt.dumps_json(plain, *args)
