@@ -83,7 +83,8 @@ def _chunks(obj: Any, expand: Callable[[Path], bool], path: Path) -> Iterator[st
     if type(obj) is RawDict and not expand((*path, next(iter(obj)))):
         keys = list(obj)
         for k in range(0, len(keys), BATCH):
-            yield (pad if k == 0 else sep) + sep.join(f"{encode(key)}: {obj[key]}" for key in keys[k : k + BATCH])
+            part = keys[k : k + BATCH]
+            yield (pad if k == 0 else sep) + sep.join(f"{encode(key)}: {obj[key]}" for key in part)
         yield close + "}"
         return
     for n, (key, value) in enumerate(obj.items()):

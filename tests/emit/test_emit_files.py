@@ -400,7 +400,8 @@ def test_timetable_json_from_record_texts_is_the_encoders_text(double_buffer):
     from staticsched.model.hardware import RATE_DENOM
 
     schedule, _, plan = double_buffer
-    ops = [attrs.evolve(t, id=t.id + "\u00e9\"q", rate=(k * RATE_DENOM) // 3) for k, t in enumerate(schedule.ops)]
+    ops = [attrs.evolve(t, id=t.id + "\u00e9\"q", rate=(k * RATE_DENOM) // 3)
+           for k, t in enumerate(schedule.ops)]
     items = [attrs.evolve(p, item=p.item + "\u2603") for p in schedule.items]
     varied = attrs.evolve(schedule, ops=ops, items=items)
     assert any(t.rate for t in varied.ops) and varied.events
