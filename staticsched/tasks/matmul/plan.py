@@ -183,17 +183,19 @@ class MatmulPlan(SpanGrid):
         b_rows = n if task.transpose_b else k
         t, nm, nn = self.tiling, len(m_spans), len(n_spans)
         panel: list[EpilogueTile] = []
+        # computed once: the property builds the whole list (a lookup per group was quadratic)
+        groups = self.groups
         for bi in range(task.batches):
             a_off = task.operand_index(task.a_lead, bi) * a_rows
             b_off = task.operand_index(task.b_lead, bi) * b_rows
             o_off = bi * m
-            for gi, (mi0, ni0) in enumerate(self.groups):
+            for gi, (mi0, ni0) in enumerate(groups):
                 # block numbers are row-major over (batch, M, N) whatever the grouping
                 grid = [[((bi * nm + mi) * nn + ni, m_spans[mi], n_spans[ni])
                          for ni in range(ni0, min(ni0 + t.step_n, nn))]
                         for mi in range(mi0, min(mi0 + t.step_m, nm))]
                 pi = bi * nm + mi0
-                core = cores[pi if task.reduces else bi * len(self.groups) + gi]
+                core = cores[pi if task.reduces else bi * len(groups) + gi]
                 tiles = self._group(em, grid, core, k_spans, (a_off, b_off, o_off), (fm, fn, fk), split)
                 if task.reduces:  # steps are 1x1 (check_tiling): the panel's blocks come in order
                     panel.extend(tiles)
