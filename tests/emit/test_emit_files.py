@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -328,22 +327,23 @@ def test_summary_of_many_cores_is_compact():
 
 
 @pytest.mark.slow
-def test_170k_ops_are_written_in_seconds(tmp_path):
+def test_170k_ops_are_rendered_and_written_in_their_large_program_form(tmp_path):
+    # how long it takes is benchmarks/scale.py's to measure, not a test's to assert
     from staticsched.api import as_opgraph
+    from staticsched.formats.load import load_program
     from staticsched.solver import solve
 
     hw = preset("seed-davinci")
     schedule = solve(as_opgraph(ROOT / "examples" / "matmul_gelu.json", hw), hw, method="list")
     final, program, plan = finalize(schedule)
     assert len(final.ops) > 160_000
-    for render in (lambda: dumps_bundles(program), lambda: dumps_trace(final), lambda: render_gantt(final)):
-        t0 = time.perf_counter()
-        render()
-        assert time.perf_counter() - t0 < 30
-    t0 = time.perf_counter()
-    write_outputs(tmp_path / "out", final, program, plan)
-    assert time.perf_counter() - t0 < 90
+    assert dumps_bundles(program) and dumps_trace(final) and render_gantt(final)
+    paths = write_outputs(tmp_path / "out", final, program, plan)
+    assert [p.name for p in paths] == ["timetable.json.gz", "program.json.gz", "trace.json.gz", "gantt.svg"]
     assert (tmp_path / "out" / "gantt.svg").stat().st_size < 2_000_000
+    table = json.loads(gzip.decompress((tmp_path / "out" / "timetable.json.gz").read_bytes()))
+    assert len(table["ops"]) == len(final.ops) and table["makespan"] == final.makespan
+    assert load_program(tmp_path / "out" / "program.json.gz") == program
 
 
 def test_render_outputs_is_what_gets_written(tmp_path, double_buffer):
