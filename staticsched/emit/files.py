@@ -272,7 +272,8 @@ def write_outputs(
     # file is a pure function of the schedule, so the bytes do not depend on it
     processes = min(cpus(), len(files)) if len(schedule.ops) > LARGE_PROGRAM_OPS else 0
     if processes:
-        # kept with the graph before the fork: the summary printed next asks for it too
+        # kept with the graph before the fork: the timetable's worker and then the summary
+        # printed in this process both ask for it
         gm_traffic(schedule.graph, schedule.hw)
     try:
         with paused():

@@ -15,7 +15,7 @@ from typing import Any
 from staticsched.errors import ProgramError
 from staticsched.model.attrcodec import value_ok
 from staticsched.model.opkinds import KINDS
-from staticsched.model.program import CROSS_MODES, FLAG_KINDS, SYNC_KINDS, SYNC_MNEMONICS, Instr, Program
+from staticsched.model.program import CROSS_MODES, FLAG_KINDS, SYNC_MNEMONICS, Instr, Program
 
 #: the kind of an opaque op (an OpGraph op without a kind)
 OPAQUE = "op"
@@ -63,10 +63,6 @@ _ATTR_TYPES: dict[str, dict[str, str]] = {OPAQUE: {}, **{k.name: k.attr_types fo
 _NO_ATTRS: dict[str, str] = {}
 
 
-_SYNC_FAST = frozenset(SYNC_KINDS)
-_FLAGS = frozenset(FLAG_KINDS)
-
-
 def attr_types(kind: str) -> dict[str, str]:
     """Declared attribute types of a micro-op kind (none for opaque and sync kinds)."""
     return _ATTR_TYPES.get(kind, _NO_ATTRS)
@@ -102,10 +98,9 @@ def _attrs_ok(kind: str, attributes: tuple[tuple[str, Any], ...]) -> bool:
 def _instr_problems(ins: Instr) -> list[str]:
     if ins.kind not in MNEMONIC:
         return [f"unknown kind {ins.kind!r}"]
-    if ins.kind in _SYNC_FAST and not (ins.id or ins.duration or ins.reads or ins.writes or ins.attrs
-                                       or ins.sees):
-        # the common sync instruction (two thirds of a chip's): the general path below, in short
-        if ins.kind in _FLAGS:
+    if ins.is_bare_sync:
+        # the general path below, in short
+        if ins.kind in FLAG_KINDS:
             if ins.peer_core == -1 and not ins.mode:
                 return []
         elif not ins.src and not ins.dst and (not ins.mode or ins.mode in CROSS_MODES):

@@ -20,7 +20,7 @@ from staticsched.formats.encoding import MNEMONIC, attr_types, check_encodable
 from staticsched.formats.jsonfmt import dumps_json, encode
 from staticsched.model.attrcodec import attr_from_json
 from staticsched.model.opgraph import Tensor, attrs_to_json, operands_to_json
-from staticsched.model.program import FORMAT, SYNC_KINDS, VERSION, Instr, ProgItem, Program, Stream
+from staticsched.model.program import FORMAT, VERSION, Instr, ProgItem, Program, Stream
 
 _INSTR_DEFAULTS = {
     "id": "",
@@ -107,8 +107,7 @@ def _instr_json(ins: Instr) -> str:
     of a chip's instructions) differs from thousands of others only in its cycle: the rest of
     its text is made once per distinct flag."""
     head = f'{{"cycle": {int(ins.cycle)}, '
-    if ins.kind in SYNC_KINDS and not (ins.id or ins.duration or ins.reads or ins.writes or ins.attrs
-                                       or ins.sees):
+    if ins.is_bare_sync:
         return head + _sync_tail(ins.kind, ins.src, ins.dst, ins.event, ins.peer_core, ins.mode)
     return head + _tail(ins)
 

@@ -103,6 +103,13 @@ class Instr:
     def is_sync(self) -> bool:
         return self.kind in SYNC_KINDS
 
+    @property
+    def is_bare_sync(self) -> bool:
+        """A sync instruction without any micro-op field (id, duration, operands, attributes,
+        sees): the common case, two thirds of a chip's instructions."""
+        return self.kind in SYNC_KINDS and not (self.id or self.duration or self.reads or self.writes
+                                                or self.attrs or self.sees)
+
 
 @attrs.frozen
 class Stream:

@@ -121,17 +121,18 @@ class LinkShare:
         self.arrivals: list[tuple[int, int, int, int, tuple[int, ...]]] = []
         self.bundles: dict[tuple[int, tuple[int, ...]], _Bundle] = {}
         self.out: list[tuple[int, int]] = []  # (end, gid) found, not yet handed out; a heap
-        # the next cycle anything happens (None: none, -1: not known); the replay asks for it
-        # at every instruction, the state changes only at begin and at a step
+        # the next cycle anything happens (None: nothing) while ``_known``; the replay asks for
+        # it at every instruction, the state changes only at begin and at a step
         self._next: int | None = None
+        self._known = True
 
     def begin(self, gid: int, cycle: int, shared: Shared) -> None:
         work, overhead, cap, links = shared
         heapq.heappush(self.arrivals, (cycle + overhead, gid, work, cap, links))
-        if self._next is not None and self._next >= 0:
+        if self._known and self._next is not None:
             self._next = min(self._next, cycle + overhead)
         else:
-            self._next = -1
+            self._known = False
 
     def idle(self) -> bool:
         return not self.out and not self.arrivals and not any(b.done_at for b in self.bundles.values())
@@ -139,11 +140,11 @@ class LinkShare:
     def finish(self, horizon: int) -> tuple[int, int] | None:
         """``(gid, end cycle)`` of the next transfer to end by ``horizon``, or None."""
         while not self.out:
-            if self._next is not None and self._next < 0:
+            if not self._known:
                 ends = [e for e in (b.next_end() for b in self.bundles.values()) if e is not None]
                 if self.arrivals:
                     ends.append(self.arrivals[0][0])
-                self._next = min(ends) if ends else None
+                self._next, self._known = min(ends, default=None), True
             if self._next is None or self._next > horizon:
                 return None
             self._step(self._next)
@@ -153,7 +154,7 @@ class LinkShare:
     def _step(self, t: int) -> None:
         """Everything that happens at cycle ``t``: members done leave, arrivals join, then the
         shares are filled again."""
-        self._next = -1
+        self._known = False
         for b in self.bundles.values():
             now = b.reading(t)
             while b.done_at and b.done_at[0][0] <= now:

@@ -86,15 +86,16 @@ class Memory(Passive):
         canon = sorted((tuple((local[i], m) for i, m in acc), graph.items[gi].space, graph.items[gi].bytes, k)
                        for k, (gi, acc) in enumerate(listed))
         if len({(e[0][0][0], e[1], e[2]) for e in canon}) < len(canon):
-            spaces, items, positions = _items(group, listed, prob.dur, prob.edges)
-            item_ids = [listed[k][0] for k in positions]
+            order, key = list(range(len(listed))), None
         else:
-            key = ("memory", prob, tuple(e[:3] for e in canon))
-            if key not in group.cache:
-                ordered = [listed[e[3]] for e in canon]
-                group.cache[key] = _items(group, ordered, prob.dur, prob.edges)
-            spaces, items, positions = group.cache[key]
-            item_ids = [listed[canon[k][3]][0] for k in positions]
+            order, key = [e[3] for e in canon], ("memory", prob, tuple(e[:3] for e in canon))
+        found = group.cache.get(key) if key is not None else None
+        if found is None:
+            found = _items(group, [listed[k] for k in order], prob.dur, prob.edges)
+            if key is not None:
+                group.cache[key] = found
+        spaces, items, positions = found
+        item_ids = [listed[order[k]][0] for k in positions]
         return attrs.evolve(prob, spaces=spaces, items=items), attrs.evolve(pmap, items=item_ids)
 
     def precheck(self, graph: OpGraph, hw: Hardware, prob: Problem, pmap: ProblemMap) -> list[str]:
