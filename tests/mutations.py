@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import networkx as nx
@@ -186,6 +187,15 @@ def corrupt_load_region(p: Program, seed: int = 0) -> Program:
     attrs_ = dict(region[(s, i)], region=region[b]["region"])
     instrs = list(p.streams[s].instrs)
     instrs[i] = attrs.evolve(instrs[i], attrs=attrs_)
+    return _with_stream(p, s, instrs)
+
+
+def first_load_of(p: Program, core: int, **changes: Any) -> Program:
+    """``p`` with attributes of the first load of ``core`` (its MTE2 stream) changed."""
+    s = next(j for j, st in enumerate(p.streams) if st.core == core and st.unit == "MTE2")
+    instrs = list(p.streams[s].instrs)
+    i = next(j for j, ins in enumerate(instrs) if ins.kind == "load")
+    instrs[i] = attrs.evolve(instrs[i], attrs={**dict(instrs[i].attrs), **changes})
     return _with_stream(p, s, instrs)
 
 

@@ -54,3 +54,16 @@ def is_float(dtype: np.dtype) -> bool:
 def as_dtype(values: np.ndarray, name: str) -> np.ndarray:
     """``values`` rounded once to dtype ``name`` (round to nearest even), C-contiguous."""
     return np.ascontiguousarray(np.asarray(values).astype(numpy_dtype(name)))
+
+
+#: every float16 bit pattern's float32 value, by NumPy's own conversion: a lookup converts a
+#: tile about twice as fast as ``astype``, which this NumPy does one element at a time (the
+#: numeric replay converts ~10^9 fp16 elements on the 4096^3 chip)
+_HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+
+
+def as_float32(x: np.ndarray) -> np.ndarray:
+    """``x.astype(np.float32)``, bit for bit (a new array), by table for float16."""
+    if x.dtype == np.float16:
+        return _HALF_TO_FLOAT.take(x.view(np.uint16))
+    return x.astype(np.float32)

@@ -37,6 +37,7 @@ import numpy as np
 from staticsched.errors import InputError
 from staticsched.model import vecops
 from staticsched.model.attrcodec import op_value
+from staticsched.model.dtypes import as_float32
 from staticsched.model.dtypes import itemsize as _dtype_itemsize
 from staticsched.model.hardware import RATE_DENOM, Hardware, rate_cycles
 from staticsched.model.vecops import VECOPS
@@ -99,6 +100,10 @@ class OpKind:
     init : str
         The bool attribute (default true) that, when false, makes an op accumulate into its
         output, which it then also reads after its operands (``mmad``'s ``init``); ``""``.
+    lanes : bool
+        Whether the semantics also take operands with a leading axis of lanes (the same op on
+        independent cores at once: :mod:`staticsched.verify.lockstep`). A kind whose values
+        depend on per-core attributes (GM regions) or on its operands' axes by number does not.
     """
 
     name: str
@@ -114,6 +119,7 @@ class OpKind:
     defaults: tuple[tuple[str, Any], ...] = attrs.field(converter=tuple, default=())
     optional_reads: int = 0
     init: str = ""
+    lanes: bool = False
 
     def read_range(self, attrs_: Mapping[str, Any]) -> tuple[int, int]:
         """Fewest and most items an op of this kind with these attributes reads."""
@@ -177,11 +183,12 @@ def _need_vector(hw: Hardware):
 
 
 def _corner(array: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """The top-left ``rows x cols`` of a 2-D operand; an extent that does not fit is an error
-    (NumPy would silently clip it)."""
-    if array.ndim != 2 or rows > array.shape[0] or cols > array.shape[1] or rows < 1 or cols < 1:
+    """The top-left ``rows x cols`` of a 2-D operand (of each, with a leading lanes axis:
+    :attr:`OpKind.lanes`); an extent that does not fit is an error (NumPy would silently clip
+    it)."""
+    if array.ndim not in (2, 3) or rows > array.shape[-2] or cols > array.shape[-1] or rows < 1 or cols < 1:
         raise ValueError(f"extent {rows}x{cols} does not fit an operand of shape {list(array.shape)}")
-    return array[:rows, :cols]
+    return array[..., :rows, :cols]
 
 
 def _load_sem(a, reads, writes, gm):
@@ -201,7 +208,7 @@ def _move_sem(a, reads, writes, gm):
 
 def _mmad_sem(a, reads, writes, gm):
     m, n, k = a["m"], a["n"], a["k"]
-    acc = _corner(reads[0], m, k).astype(np.float32) @ _corner(reads[1], k, n).astype(np.float32)
+    acc = as_float32(_corner(reads[0], m, k)) @ as_float32(_corner(reads[1], k, n))
     c = _corner(writes[0], m, n)
     if a.get("init", True):
         c[...] = acc
@@ -214,7 +221,7 @@ def _vec_sem(a, reads, writes, gm):
     r, c = a["rows"], a["cols"]
     # the op fixes its operands' extents from their forms (full, row, col)
     forms = vop.forms(len(reads))
-    args = [_corner(x, *vecops.extent(f, r, c)).astype(np.float32) for x, f in zip(reads, forms, strict=True)]
+    args = [as_float32(_corner(x, *vecops.extent(f, r, c))) for x, f in zip(reads, forms, strict=True)]
     out = vop.apply(args, a)
     _corner(writes[0], *vecops.extent(vop.out, r, c))[...] = out.astype(writes[0].dtype)
 
@@ -427,6 +434,7 @@ KINDS: dict[str, OpKind] = {
             semantics=_move_sem,
             extents=_rc_ext,
             defaults=(("rate", 0.0),),
+            lanes=True,
         ),
         OpKind(
             "mmad",
@@ -441,6 +449,7 @@ KINDS: dict[str, OpKind] = {
             extents=_mmad_ext,
             defaults=(("init", True),),
             init="init",
+            lanes=True,
         ),
         OpKind(
             "fixpipe",
@@ -454,6 +463,7 @@ KINDS: dict[str, OpKind] = {
             semantics=_move_sem,
             extents=_rc_ext,
             defaults=(("rate", 0.0),),
+            lanes=True,
         ),
         OpKind(
             "vec",

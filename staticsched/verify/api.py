@@ -325,8 +325,8 @@ def _numeric_start(
         stats["numeric"] = "not run (untyped items)"
         found["numeric"].extend(blockers)
         return None
-    # a big program's cores that share no GM data replay in two processes; the replay order
-    # first, while the reference's child may still be at work
+    # a big program's replay runs in a worker beside the checks below (numreplay.start); how,
+    # decided first, while the reference's child may still be at work
     processes = default_processes(ix.n, 1)
     ordered = numreplay.order(ix, rep, processes)
     prepared = reference.get()

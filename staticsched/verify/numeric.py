@@ -21,12 +21,14 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import attrs
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from staticsched._workers import Mapped
 from staticsched.model.dtypes import is_float, numpy_dtype
 from staticsched.model.opkinds import KINDS
+from staticsched.verify import lockstep
 from staticsched.verify.index import OP, ProgramIndex
 from staticsched.verify.index_state import GmAccess
 from staticsched.verify.replay import Replay
@@ -61,9 +63,6 @@ COMPARE_BLOCK = 1 << 16
 #: run first (races, memory, conformance: about as long as half the numbers on a chip), so
 #: the worker takes more (the 4096^3 GEMM's two parts end within a second of each other)
 WORKER_SHARE = 0.75
-
-_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError, FloatingPointError)
-
 
 class _DeferredTensor:
     """A GM tensor as the semantics see it: reads go to the array now, writes are recorded."""
@@ -112,6 +111,8 @@ def _finding(kind: str, message: str, ix: ProgramIndex | None = None, gid: int =
 
 def replayable(ix: ProgramIndex) -> list[Finding]:
     """Why the program cannot be replayed numerically (empty when it can)."""
+    if all(it.dtype and it.shape for it in ix.items.values()):
+        return []  # the usual case, without a walk over every instruction
     out = []
     untyped: dict[str, int] = {}
     for g in range(ix.n):
@@ -156,14 +157,23 @@ def run(
     return start(ix, rep, inputs, processes).finish()
 
 
-#: the events in replay order and the two parts of a split replay (None: one part)
-Order = tuple[list[tuple[int, int, int, int]], tuple[set[int], set[int]] | None]
+@attrs.frozen
+class Order:
+    """How :func:`start` replays (:func:`order`): what it decides before it needs the inputs."""
+
+    #: whether no data flows between any two cores, so that identical cores replay in
+    #: lockstep (:mod:`staticsched.verify.lockstep`)
+    lockstep: bool
+    #: the two parts of a replay split between this process and a worker (None: one part)
+    halves: tuple[set[int], set[int]] | None
 
 
 def order(ix: ProgramIndex, rep: Replay, processes: int = 0) -> Order:
-    """What :func:`start` computes before it needs the inputs: the events in replay order and,
-    with ``processes``, the two parts (a caller waiting for its inputs computes it first)."""
-    return _events(ix, rep), _halves(ix, WORKER_SHARE) if processes else None
+    """What :func:`start` decides before it needs the inputs (a caller waiting for its inputs
+    decides it first)."""
+    grouped = _groups(ix)
+    halves = _halves(ix, WORKER_SHARE, grouped) if processes else None
+    return Order(all(len(grp) == 1 for grp in grouped[0]), halves)
 
 
 def start(
@@ -178,46 +188,39 @@ def start(
     overlapping regions of one, no item is accessed from two cores -- are split in two parts:
     each sees exactly the values it would see in one replay, since nothing of the other reaches
     it. Should either part fail, the whole program is replayed again in one piece, so the
-    findings never depend on the split."""
-    events, halves = ordered if ordered is not None else order(ix, rep, processes)
-    return Pending(ix, events, inputs, halves)
+    findings never depend on the split. When every core is alone in that sense, what a core
+    computes depends only on the order of its own events, and identical cores replay in
+    lockstep (:mod:`staticsched.verify.lockstep`)."""
+    return Pending(ix, rep, ordered if ordered is not None else order(ix, rep, processes), inputs)
 
 
 class Pending:
     """A numeric replay under way (:func:`start`)."""
 
     def __init__(
-        self,
-        ix: ProgramIndex,
-        events: list[tuple[int, int, int, int]],
-        inputs: Mapping[str, np.ndarray],
-        halves: tuple[set[int], set[int]] | None,
+        self, ix: ProgramIndex, rep: Replay, ordered: Order, inputs: Mapping[str, np.ndarray]
     ) -> None:
-        self.ix, self.events, self.inputs = ix, events, inputs
+        self.ix, self.rep, self.inputs, self.ordered = ix, rep, inputs, ordered
         self.side: Mapped | None = None
-        self.theirs: set[int] = set()
-        self.mine = events
-        if halves is not None:
-            core = ix.core_per_gid()
-            self.theirs = {e[3] for e in events if core[e[3]] in halves[1]}
-            self.mine = [e for e in events if e[3] not in self.theirs]
-            theirs = [e for e in events if e[3] in self.theirs]
-            self.side = Mapped(functools.partial(_replay_written, ix, inputs), [theirs], 1)
+        if ordered.halves is not None:
+            task = functools.partial(_replay_written, ix, rep, inputs, ordered.lockstep)
+            self.side = Mapped(task, [ordered.halves[1]], 1)
 
     def finish(self) -> tuple[dict[str, np.ndarray], list[Finding]]:
         """The replay's GM tensors and findings (replays this process's part now)."""
-        ix, inputs = self.ix, self.inputs
-        if self.side is None:
-            return _replay(ix, self.events, inputs)
+        ix, rep, inputs, ordered = self.ix, self.rep, self.inputs, self.ordered
+        if self.side is None or ordered.halves is None:
+            return _replay_part(ix, rep, inputs, ordered.lockstep)
         try:
-            gm, findings = _replay(ix, self.mine, inputs)
+            gm, findings = _replay_part(ix, rep, inputs, ordered.lockstep, ordered.halves[0])
             ((written, failed),) = self.side.get()
         finally:
             self.close()
         if findings or failed:
-            return _replay(ix, self.events, inputs)
+            return _replay_part(ix, rep, inputs, ordered.lockstep)
+        core = ix.core_per_gid()
         for g in ix.gm_accesses:
-            if g.write and g.gid in self.theirs:
+            if g.write and core[g.gid] in ordered.halves[1]:
                 (r0, r1), (c0, c1) = g.region
                 gm[g.tensor][r0:r1, c0:c1] = written[g.tensor][r0:r1, c0:c1]
         return gm, findings
@@ -229,25 +232,45 @@ class Pending:
             self.side = None
 
 
-def _events(ix: ProgramIndex, rep: Replay) -> list[tuple[int, int, int, int]]:
-    """The replay's kinded micro-ops as ``(cycle, phase, seq, gid)``, sorted: ends (phase 0)
-    before starts (phase 1) at a cycle, as happens-before has it (a consumer may start when
-    its producer ends)."""
+def _replay_part(
+    ix: ProgramIndex, rep: Replay, inputs: Mapping[str, np.ndarray], lockstep_: bool,
+    cores: set[int] | None = None,
+) -> tuple[dict[str, np.ndarray], list[Finding]]:
+    """The replay of ``rep``'s micro-ops on ``cores`` (None: all), in lockstep over identical
+    cores when ``lockstep_``."""
+    events = _events(ix, rep, cores)
+    return _replay(ix, events, inputs, lockstep.classes(ix, events) if lockstep_ else None)
+
+
+def _replay_written(
+    ix: ProgramIndex, rep: Replay, inputs: Mapping[str, np.ndarray], lockstep_: bool, cores: set[int]
+) -> tuple[dict[str, np.ndarray], bool]:
+    """A worker's part: the GM tensors its ops write, and whether any op failed."""
+    gm, findings = _replay_part(ix, rep, inputs, lockstep_, cores)
+    written = {g.tensor for g in ix.gm_accesses if g.write}
+    return {name: gm[name] for name in sorted(written)}, bool(findings)
+
+
+def _events(ix: ProgramIndex, rep: Replay, cores: set[int] | None = None) -> list[tuple[int, int, int, int]]:
+    """The replay's kinded micro-ops (on ``cores``; None: all) as ``(cycle, phase, seq, gid)``,
+    sorted: ends (phase 0) before starts (phase 1) at a cycle, as happens-before has it (a
+    consumer may start when its producer ends)."""
+    core = ix.core_per_gid() if cores is not None else None
     events = []
     for seq, g in enumerate(rep.order):
         if ix.role[g] == OP and ix.instr[g].kind in KINDS and rep.start[g] >= 0:
+            if core is not None and core[g] not in cores:
+                continue
             events.append((rep.end[g], 0, seq, g))
             events.append((rep.start[g], 1, seq, g))
     events.sort()
     return events
 
 
-def _halves(ix: ProgramIndex, share: float = 0.5) -> tuple[set[int], set[int]] | None:
-    """Two sets of cores no GM data flows between, or None; the second holds about ``share``
-    of the micro-ops."""
+def _groups(ix: ProgramIndex) -> tuple[list[list[int]], dict[int, int]]:
+    """The cores in groups no GM data or item flows between (each sorted, by first core),
+    and the micro-ops of each group by its first core."""
     cores = sorted({st.core for st in ix.streams})
-    if len(cores) < 2:
-        return None
     core = ix.core_per_gid()
     parent = {c: c for c in cores}
 
@@ -281,32 +304,39 @@ def _halves(ix: ProgramIndex, share: float = 0.5) -> tuple[set[int], set[int]] |
             open_.append((region, c))
     # an item two cores access (one in an unbounded space) joins them too
     core_of_item: dict[str, int] = {}
+    size: dict[int, int] = {}
     for g in range(ix.n):
         if ix.role[g] == OP:
             c = core[g]
+            size[c] = size.get(c, 0) + 1
             ins = ix.instr[g]
             for name in (*ins.reads, *ins.writes):
                 other = core_of_item.setdefault(name, c)
                 if other != c:
                     parent[find(c)] = find(other)
-    size: dict[int, int] = {}
-    for g in range(ix.n):
-        if ix.role[g] == OP:
-            root = find(core[g])
-            size[root] = size.get(root, 0) + 1
     groups: dict[int, list[int]] = {}
     for c in cores:
         groups.setdefault(find(c), []).append(c)
+    out = sorted(groups.values())
+    return out, {grp[0]: sum(size.get(c, 0) for c in grp) for grp in out}
+
+
+def _halves(
+    ix: ProgramIndex, share: float = 0.5, grouped: tuple[list[list[int]], dict[int, int]] | None = None
+) -> tuple[set[int], set[int]] | None:
+    """Two sets of cores no GM data flows between, or None; the second holds about ``share``
+    of the micro-ops. ``grouped`` is :func:`_groups`' result, when computed before."""
+    groups, size = grouped if grouped is not None else _groups(ix)
     if len(groups) < 2:
         return None
     # the largest groups first, each to the half further below its share
     halves: tuple[set[int], set[int]] = (set(), set())
     load = [0, 0]
     weight = (1.0 - share, share)
-    for root in sorted(groups, key=lambda r: (-size.get(r, 0), r)):
+    for grp in sorted(groups, key=lambda grp: (-size[grp[0]], grp[0])):
         k = 0 if load[0] * weight[1] <= load[1] * weight[0] else 1
-        halves[k].update(groups[root])
-        load[k] += size.get(root, 0)
+        halves[k].update(grp)
+        load[k] += size[grp[0]]
     return halves if halves[0] and halves[1] else None
 
 
@@ -316,20 +346,10 @@ def _overlap(a: tuple[tuple[int, int], tuple[int, int]], b: tuple[tuple[int, int
     return ar0 < br1 and br0 < ar1 and ac0 < bc1 and bc0 < ac1
 
 
-def _replay_written(
-    ix: ProgramIndex, inputs: Mapping[str, np.ndarray], events: list[tuple[int, int, int, int]]
-) -> tuple[dict[str, np.ndarray], bool]:
-    """A worker's half: the GM tensors its ops write, and whether any op failed."""
-    gm, findings = _replay(ix, events, inputs)
-    written = {g.tensor for g in ix.gm_accesses if g.write}
-    return {name: gm[name] for name in sorted(written)}, bool(findings)
-
-
-def _replay(
-    ix: ProgramIndex, events: list[tuple[int, int, int, int]], inputs: Mapping[str, np.ndarray]
-) -> tuple[dict[str, np.ndarray], list[Finding]]:
-    """Run ``events`` (:func:`_events`) on fresh buffers from GM ``inputs``."""
-    findings: list[Finding] = []
+def _fresh_gm(
+    ix: ProgramIndex, inputs: Mapping[str, np.ndarray], findings: list[Finding]
+) -> dict[str, np.ndarray]:
+    """GM at the start: copies of the inputs, poison for the rest of the declared tensors."""
     gm: dict[str, np.ndarray] = {}
     for t in ix.tensors.values():
         if t.name in inputs:
@@ -347,50 +367,73 @@ def _replay(
             gm[t.name] = _poison(tuple(t.shape), t.dtype)
     for name, arr in inputs.items():
         gm.setdefault(name, np.array(arr, copy=True))
+    return gm
 
-    instr = ix.instr
-    views = _views(ix, findings, {n for _, _, _, g in events for n in (*instr[g].reads, *instr[g].writes)})
-    if views is None:
+
+def _replay(
+    ix: ProgramIndex, events: list[tuple[int, int, int, int]], inputs: Mapping[str, np.ndarray],
+    lanes: list[lockstep.LaneClass] | None = None,
+) -> tuple[dict[str, np.ndarray], list[Finding]]:
+    """Run ``events`` (:func:`_events`) on fresh buffers from GM ``inputs``: in lockstep, by
+    the ``lanes`` classes of the events' cores (:attr:`Order.lanes`), else, or should an op
+    fail there, op by op."""
+    findings: list[Finding] = []
+    gm = _fresh_gm(ix, inputs, findings)
+    if not _placeable(ix, findings):
         return gm, findings
-    pending: dict[int, tuple[list[np.ndarray], list[np.ndarray], list]] = {}
-    failed = False
     # one BLAS thread: the replay runs 10^4-10^5 tile products, between which a threaded BLAS's
     # idle threads spin against this process's other work and the replay's worker
     with np.errstate(all="ignore"), threadpool_limits(1, user_api="blas"):
-        for _, phase, _, g in events:
-            if phase == 1:
-                ins = instr[g]
-                kind = KINDS[ins.kind]
-                try:
-                    reads = [views[n] for n in ins.reads]
-                    targets = [views[n] for n in ins.writes]
-                    copies = [np.array(v, copy=True) for v in targets]
-                    log: list = []
-                    # only a kind that writes GM needs its writes deferred to its end; the
-                    # others read GM now, as they would through the deferring view
-                    kind.semantics(dict(ins.attrs), reads, copies,
-                                   _DeferredGM(gm, log) if "w" in kind.gm else gm)
-                except _ERRORS as exc:
-                    if not failed:
-                        findings.append(
-                            _finding(
-                                "error",
-                                f"{ix.describe(g)} ({ins.kind}) failed in numeric replay: "
-                                f"{type(exc).__name__}: {exc}",
-                                ix,
-                                g,
-                            )
+        if lanes is not None and not findings:
+            if all(lockstep.replay(ix, cls, gm, _DeferredGM, _poison) for cls in lanes):
+                return gm, findings
+            gm = _fresh_gm(ix, inputs, findings)
+        return gm, _replay_ops(ix, events, gm, findings)
+
+
+def _replay_ops(
+    ix: ProgramIndex, events: list[tuple[int, int, int, int]], gm: dict[str, np.ndarray],
+    findings: list[Finding],
+) -> list[Finding]:
+    """Run ``events`` op by op on fresh buffers, committing GM writes into ``gm``."""
+    instr = ix.instr
+    views = _views(ix, {n for _, _, _, g in events for n in (*instr[g].reads, *instr[g].writes)})
+    pending: dict[int, tuple[list[np.ndarray], list[np.ndarray], list]] = {}
+    failed = False
+    for _, phase, _, g in events:
+        if phase == 1:
+            ins = instr[g]
+            kind = KINDS[ins.kind]
+            try:
+                reads = [views[n] for n in ins.reads]
+                targets = [views[n] for n in ins.writes]
+                copies = [np.array(v, copy=True) for v in targets]
+                log: list = []
+                # only a kind that writes GM needs its writes deferred to its end; the
+                # others read GM now, as they would through the deferring view
+                kind.semantics(dict(ins.attrs), reads, copies,
+                               _DeferredGM(gm, log) if "w" in kind.gm else gm)
+            except lockstep.ERRORS as exc:
+                if not failed:
+                    findings.append(
+                        _finding(
+                            "error",
+                            f"{ix.describe(g)} ({ins.kind}) failed in numeric replay: "
+                            f"{type(exc).__name__}: {exc}",
+                            ix,
+                            g,
                         )
-                    failed = True
-                    continue
-                pending[g] = (targets, copies, log)
-            elif g in pending:
-                targets, copies, log = pending.pop(g)
-                for view, value in zip(targets, copies, strict=True):
-                    view[...] = value
-                for array, key, value in log:
-                    array[key] = value
-    return gm, findings
+                    )
+                failed = True
+                continue
+            pending[g] = (targets, copies, log)
+        elif g in pending:
+            targets, copies, log = pending.pop(g)
+            for view, value in zip(targets, copies, strict=True):
+                view[...] = value
+            for array, key, value in log:
+                array[key] = value
+    return findings
 
 
 def _poison(shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -400,9 +443,24 @@ def _poison(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     return arr
 
 
-def _views(ix: ProgramIndex, findings: list[Finding], used: set[str]) -> dict[str, np.ndarray] | None:
-    """Typed views of the ``used`` typed items into their space buffers (None if the view of
-    any typed item could not be made, used or not)."""
+def _placeable(ix: ProgramIndex, findings: list[Finding]) -> bool:
+    """Whether every typed item of a bounded space can be viewed at its offset (a finding for
+    the first that cannot)."""
+    for it in ix.items.values():
+        if it.dtype and it.shape and ix.is_bounded(it.name):
+            size = numpy_dtype(it.dtype).itemsize
+            if it.offset < 0 or it.offset % size:
+                findings.append(
+                    _finding("error", f"item '{it.name}' at offset {it.offset} cannot hold {it.dtype} data",
+                             core=it.core)
+                )
+                return False
+    return True
+
+
+def _views(ix: ProgramIndex, used: set[str]) -> dict[str, np.ndarray]:
+    """Typed views of the ``used`` typed items into their space buffers (:func:`_placeable`
+    holds)."""
     hw = ix.hw
     spans: dict[tuple[int, str], int] = {}
     for it in ix.items.values():
@@ -412,26 +470,14 @@ def _views(ix: ProgramIndex, findings: list[Finding], used: set[str]) -> dict[st
             spans[key] = max(spans.get(key, hw.space(it.space).capacity), it.offset + max(it.bytes, need))
     bufs = {key: _poison((size,), "uint8") for key, size in sorted(spans.items())}
     views: dict[str, np.ndarray] = {}
-    for it in ix.items.values():
-        if not it.dtype or not it.shape:
+    for name in sorted(used):
+        it = ix.items.get(name)
+        if it is None or not it.dtype or not it.shape:
             continue
         dtype = numpy_dtype(it.dtype)
         nbytes = math.prod(it.shape) * dtype.itemsize
         if ix.is_bounded(it.name):
-            if it.offset < 0 or it.offset % dtype.itemsize:
-                findings.append(
-                    _finding(
-                        "error",
-                        f"item '{it.name}' at offset {it.offset} cannot hold {it.dtype} data",
-                        core=it.core,
-                    )
-                )
-                return None
-            if it.name not in used:
-                continue
             raw = bufs[(it.core, it.space)][it.offset : it.offset + nbytes]
-        elif it.name not in used:
-            continue
         else:
             raw = _poison((max(nbytes, it.bytes),), "uint8")[:nbytes]
         views[it.name] = raw.view(dtype).reshape(it.shape)

@@ -7,7 +7,7 @@ import re
 
 import attrs
 import numpy as np
-from mutations import corrupt_load_region
+from mutations import corrupt_load_region, first_load_of
 
 from benchmarks.samples import matmul_program, pingpong_program
 from staticsched.frontend.reference import make_inputs, reference
@@ -182,16 +182,8 @@ def test_the_worker_part_takes_its_share_of_the_micro_ops():
 def test_a_failing_half_replays_the_whole_program_in_one_piece():
     # a load of core 1 reads outside its tensor: the same finding with or without the split
     program = matmul_program(m=128, n=128, k=64, base=(32, 32, 32), cores=2)
-    streams = []
-    for st in program.streams:
-        instrs = list(st.instrs)
-        if st.core == 1 and st.unit == "MTE2":
-            k = next(j for j, i in enumerate(instrs) if i.kind == "load")
-            a = dict(instrs[k].attrs)
-            a["region"] = ((0, 32), (5000, 5032))
-            instrs[k] = attrs.evolve(instrs[k], attrs=a)
-        streams.append(Stream(st.core, st.unit, instrs))
-    _, one, found_one, split, found_split = _replay_both_ways(attrs.evolve(program, streams=streams))
+    bad = first_load_of(program, 1, region=((0, 32), (5000, 5032)))
+    _, one, found_one, split, found_split = _replay_both_ways(bad)
     assert found_one and [f.message for f in found_split] == [f.message for f in found_one]
     for name in one:
         assert np.array_equal(one[name], split[name], equal_nan=True), name
@@ -202,13 +194,6 @@ def test_cores_joined_by_gm_data_are_not_split():
     ix = ProgramIndex(matmul_program(m=64, n=64, k=64, cores=2), load_hardware(HW))
     assert numeric._halves(ix) is not None
     # the same program with a load of core 1 reading a region of C that core 0 writes
-    a = {"tensor": "C", "region": ((0, 32), (0, 32))}
     program = matmul_program(m=64, n=64, k=64, cores=2)
-    streams = []
-    for st in program.streams:
-        instrs = list(st.instrs)
-        if st.core == 1 and st.unit == "MTE2":
-            k = next(j for j, i in enumerate(instrs) if i.kind == "load")
-            instrs[k] = attrs.evolve(instrs[k], attrs={**dict(instrs[k].attrs), **a})
-        streams.append(Stream(st.core, st.unit, instrs))
-    assert numeric._halves(ProgramIndex(attrs.evolve(program, streams=streams), load_hardware(HW))) is None
+    program = first_load_of(program, 1, tensor="C", region=((0, 32), (0, 32)))
+    assert numeric._halves(ProgramIndex(program, load_hardware(HW))) is None

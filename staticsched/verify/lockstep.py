@@ -1,0 +1,188 @@
+"""Lockstep numeric replay: the micro-ops of identical cores run once over a lanes axis.
+
+A chip's cores often run one program on different GM regions (the 4096^3 GEMM's 16 cores,
+10^4 micro-ops each). When no data flows between cores (no core reads GM another writes, no
+two write overlapping regions, no item is shared: :func:`staticsched.verify.numeric._groups`
+finds every core alone), what a core computes depends only on the order of its own events.
+Cores whose event sequences match position for position -- the same kinds in the same end
+and start order, every operand at the same place (space, offset, dtype, shape), the same
+attributes where an op's values do not depend on its core -- then form a class, replayed
+together:
+
+- each bounded space gets one byte buffer with a row per lane (core), so an item of the
+  leader core is a typed view with a leading lanes axis, and items sharing bytes still share
+  data in every lane;
+- a kind whose semantics accept that axis (:attr:`~staticsched.model.opkinds.OpKind.lanes`:
+  on-chip moves and ``mmad``) runs once for all lanes, the others (GM loads and stores, whose
+  regions differ per core, and vector ops, whose attributes may) once per lane with that
+  lane's own instruction, on its lane's views.
+
+The values are those of the per-op replay, bit for bit: the same NumPy calls on the same
+operand values in the same per-core order (``np.matmul`` over a stack calls the same
+kernel per matrix as over one matrix). Any failure returns None, and the caller replays
+op by op, which reports it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from staticsched.model.dtypes import numpy_dtype
+from staticsched.model.opkinds import KINDS
+from staticsched.verify.index import ProgramIndex
+
+#: exceptions an op's semantics raise on bad operands (the per-op replay reports them)
+ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError, FloatingPointError)
+
+
+@attrs.frozen
+class LaneClass:
+    """Cores replayed together: ``events`` are the leader's ``(phase, gid, k)`` in replay
+    order (``k`` numbers its ops by start), ``lanes[k]`` the k-th op's gid on every core."""
+
+    cores: tuple[int, ...]
+    events: tuple[tuple[int, int, int], ...]
+    lanes: tuple[tuple[int, ...], ...]
+
+
+def classes(ix: ProgramIndex, events: list[tuple[int, int, int, int]]) -> list[LaneClass]:
+    """The cores of ``events`` (:func:`staticsched.verify.numeric._events`) in classes of
+    identical event sequences, by first core. The caller guarantees no data flows between
+    the cores."""
+    core = ix.core_per_gid()
+    per_core: dict[int, list[tuple[int, int]]] = {c: [] for c in sorted({core[e[3]] for e in events})}
+    for _, phase, _, g in events:
+        per_core[core[g]].append((phase, g))
+    # where a bounded item lies is the same key on every core; an unbounded one is numbered
+    # per core (:func:`_signature`)
+    places = {it.name: (it.space, it.offset, it.dtype, it.shape)
+              for it in ix.items.values() if ix.is_bounded(it.name)}
+    lane_kinds = frozenset(name for name, kind in KINDS.items() if kind.lanes)
+    by_sig: dict[tuple, list[int]] = {}
+    seqs: dict[int, tuple[list[tuple[int, int, int]], list[int]]] = {}
+    for c in per_core:
+        sig, seq, starts = _signature(ix, per_core[c], places, lane_kinds)
+        by_sig.setdefault(sig, []).append(c)
+        seqs[c] = (seq, starts)
+    out = []
+    for cores in sorted(by_sig.values()):
+        seq, _ = seqs[cores[0]]
+        lanes = tuple(zip(*(seqs[c][1] for c in cores), strict=True))
+        out.append(LaneClass(tuple(cores), tuple(seq), lanes))
+    return out
+
+
+def _signature(
+    ix: ProgramIndex, seq: list[tuple[int, int]], places: dict[str, tuple], lane_kinds: frozenset[str]
+) -> tuple[tuple, list[tuple[int, int, int]], list[int]]:
+    """A core's event sequence with the names of its core taken out: what must be equal for
+    two cores to replay in lockstep; the events as ``(phase, gid, k)`` and the ops by start."""
+    instr, items = ix.instr, ix.items
+    local: dict[str, tuple] = {}
+
+    def place(name: str) -> tuple:
+        key = places.get(name) or local.get(name)
+        if key is None:
+            it = items.get(name)
+            key = ("?", name) if it is None else ("", len(local), it.bytes, it.dtype, it.shape)
+            local[name] = key
+        return key
+
+    number: dict[int, int] = {}
+    starts: list[int] = []
+    sig: list[Any] = []
+    out: list[tuple[int, int, int]] = []
+    for phase, g in seq:
+        if phase == 1:
+            k = number[g] = len(starts)
+            starts.append(g)
+            ins = instr[g]
+            try:
+                reads = tuple([places[n] for n in ins.reads])
+                writes = tuple([places[n] for n in ins.writes])
+            except KeyError:
+                reads = tuple(map(place, ins.reads))
+                writes = tuple(map(place, ins.writes))
+            # a per-lane kind runs with each lane's own attributes (GM regions, masks' offsets)
+            sig.append((ins.kind, ins.attrs if ins.kind in lane_kinds else None, reads, writes))
+        else:
+            k = number[g]
+            sig.append(k)
+        out.append((phase, g, k))
+    return tuple(sig), out, starts
+
+
+def replay(
+    ix: ProgramIndex,
+    cls: LaneClass,
+    gm: dict[str, np.ndarray],
+    deferred: Callable[[dict[str, np.ndarray], list], Mapping[str, Any]],
+    poison: Callable[[tuple[int, ...], str], np.ndarray],
+) -> bool:
+    """Run one class's events on fresh lane buffers, committing GM writes into ``gm``
+    (``deferred`` wraps it for kinds that write GM, ``poison`` makes never-written memory);
+    False when an op failed (``gm`` is then partly written)."""
+    instr = ix.instr
+    views = _lane_views(ix, cls, poison)
+    pending: dict[int, tuple[list[np.ndarray], list[np.ndarray], list]] = {}
+    for phase, g, k in cls.events:
+        if phase == 0:
+            targets, copies, log = pending.pop(k)
+            for view, value in zip(targets, copies, strict=True):
+                view[...] = value
+            for array, key, value in log:
+                array[key] = value
+            continue
+        ins = instr[g]
+        kind = KINDS[ins.kind]
+        reads = [views[n] for n in ins.reads]
+        targets = [views[n] for n in ins.writes]
+        copies = [np.array(v, copy=True) for v in targets]
+        log: list = []
+        try:
+            if kind.lanes:
+                kind.semantics(dict(ins.attrs), reads, copies, gm)
+            else:
+                target_gm = deferred(gm, log) if "w" in kind.gm else gm
+                for lane, gl in enumerate(cls.lanes[k]):
+                    kind.semantics(dict(instr[gl].attrs), [r[lane] for r in reads],
+                                   [c[lane] for c in copies], target_gm)
+        except ERRORS:
+            return False
+        pending[k] = (targets, copies, log)
+    return True
+
+
+def _lane_views(
+    ix: ProgramIndex, cls: LaneClass, poison: Callable[[tuple[int, ...], str], np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The leader's used items as views with a leading lanes axis: a bounded space's buffer
+    has a row per lane, as long as the longest of the lanes' buffers; an unbounded item gets
+    a buffer of its own per lane."""
+    hw, items, instr = ix.hw, ix.items, ix.instr
+    width = len(cls.cores)
+    used = sorted({n for _, g, _ in cls.events for n in (*instr[g].reads, *instr[g].writes)})
+    lanes = set(cls.cores)
+    spans: dict[str, int] = {}
+    for it in items.values():
+        if it.core in lanes and ix.is_bounded(it.name):
+            need = math.prod(it.shape) * numpy_dtype(it.dtype).itemsize if it.dtype and it.shape else 0
+            spans[it.space] = max(spans.get(it.space, hw.space(it.space).capacity),
+                                  it.offset + max(it.bytes, need))
+    bufs = {space: poison((width, size), "uint8") for space, size in sorted(spans.items())}
+    views: dict[str, np.ndarray] = {}
+    for name in used:
+        it = items[name]
+        dtype = numpy_dtype(it.dtype)
+        nbytes = math.prod(it.shape) * dtype.itemsize
+        if ix.is_bounded(name):
+            raw = bufs[it.space][:, it.offset : it.offset + nbytes]
+        else:
+            raw = poison((width, max(nbytes, it.bytes)), "uint8")[:, :nbytes]
+        views[name] = raw.view(dtype).reshape((width, *it.shape))
+    return views
