@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -302,15 +303,19 @@ def _groups(ix: ProgramIndex) -> tuple[list[list[int]], dict[int, int]]:
                 if co != c and _overlap(r, region):
                     parent[find(c)] = find(co)
             open_.append((region, c))
-    # an item two cores access (one in an unbounded space) joins them too
+    # an item two cores access (one in an unbounded space) joins them too; an op's item of a
+    # bounded space always lives on the op's core (else the index has a wrong_core input
+    # finding, and no numeric replay runs), so the cores' buffers hold only their own items
+    role, instr = ix.role, ix.instr
+    ops = [g for g in range(ix.n) if role[g] == OP]
+    size = Counter(core[g] for g in ops)
+    unbounded = {name for name in ix.items if not ix.is_bounded(name)}
     core_of_item: dict[str, int] = {}
-    size: dict[int, int] = {}
-    for g in range(ix.n):
-        if ix.role[g] == OP:
-            c = core[g]
-            size[c] = size.get(c, 0) + 1
-            ins = ix.instr[g]
-            for name in (*ins.reads, *ins.writes):
+    for g in ops if unbounded else ():
+        c = core[g]
+        ins = instr[g]
+        for name in (*ins.reads, *ins.writes):
+            if name in unbounded:
                 other = core_of_item.setdefault(name, c)
                 if other != c:
                     parent[find(c)] = find(other)

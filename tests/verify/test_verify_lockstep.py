@@ -19,6 +19,7 @@ from staticsched.frontend.reference import make_inputs
 from staticsched.frontend.taskgraph import taskgraph_from_dict
 from staticsched.model.dtypes import as_float32
 from staticsched.model.hardware_toml import load_hardware
+from staticsched.model.program import Stream
 from staticsched.tasks import KINDS
 from staticsched.verify import lockstep, numeric
 from staticsched.verify.index import ProgramIndex
@@ -115,6 +116,34 @@ def test_cores_joined_by_data_replay_op_by_op():
     moved = first_load_of(program, 1, tensor="C", region=((0, 32), (0, 32)))
     joined = ProgramIndex(moved, load_hardware(HW))
     assert not numeric.order(joined, simulate(joined)).lockstep
+
+
+def test_an_item_declared_on_another_core_is_an_input_finding():
+    # what lets lanes and parts give each core its own buffers: an op never reaches a bounded
+    # item of another core without the index saying so, and then no numeric replay runs
+    program = matmul_program(m=64, n=64, k=64, cores=2)
+    name = next(it.name for it in program.items if it.core == 1 and it.space == "L0A")
+    items = [attrs.evolve(it, core=0) if it.name == name else it for it in program.items]
+    ix = ProgramIndex(attrs.evolve(program, items=items), load_hardware(HW))
+    assert "wrong_core" in {f.kind for f in ix.problems}
+
+
+def test_an_unbounded_item_two_cores_access_joins_them():
+    program = matmul_program(m=64, n=64, k=64, cores=2)
+    ix = ProgramIndex(program, load_hardware(HW))
+    assert numeric._groups(ix)[0] == [[0], [1]]
+    # core 0's first L0A item made unbounded (no space), and read by core 1's first mmad
+    name = next(it.name for it in program.items if it.core == 0 and it.space == "L0A")
+    items = [attrs.evolve(it, space="") if it.name == name else it for it in program.items]
+    s = next(j for j, st_ in enumerate(program.streams) if st_.core == 1 and st_.unit == "CUBE")
+    instrs = list(program.streams[s].instrs)
+    i = next(j for j, ins in enumerate(instrs) if ins.kind == "mmad")
+    instrs[i] = attrs.evolve(instrs[i], reads=(name, *instrs[i].reads[1:]))
+    streams = list(program.streams)
+    streams[s] = Stream(1, "CUBE", instrs)
+    ix = ProgramIndex(attrs.evolve(program, items=items, streams=streams), load_hardware(HW))
+    assert numeric._groups(ix)[0] == [[0, 1]]
+    assert not numeric.order(ix, simulate(ix)).lockstep
 
 
 @settings(max_examples=examples(8), deadline=None)
