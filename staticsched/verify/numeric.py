@@ -256,11 +256,11 @@ def _events(ix: ProgramIndex, rep: Replay, cores: set[int] | None = None) -> lis
     """The replay's kinded micro-ops (on ``cores``; None: all) as ``(cycle, phase, seq, gid)``,
     sorted: ends (phase 0) before starts (phase 1) at a cycle, as happens-before has it (a
     consumer may start when its producer ends)."""
-    core = ix.core_per_gid() if cores is not None else None
+    keep = None if cores is None else [c in cores for c in ix.core_per_gid()]
     events = []
     for seq, g in enumerate(rep.order):
         if ix.role[g] == OP and ix.instr[g].kind in KINDS and rep.start[g] >= 0:
-            if core is not None and core[g] not in cores:
+            if keep is not None and not keep[g]:
                 continue
             events.append((rep.end[g], 0, seq, g))
             events.append((rep.start[g], 1, seq, g))
