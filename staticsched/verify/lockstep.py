@@ -19,25 +19,20 @@ together:
 
 The values are those of the per-op replay, bit for bit: the same NumPy calls on the same
 operand values in the same per-core order (``np.matmul`` over a stack calls the same
-kernel per matrix as over one matrix). Any failure returns None, and the caller replays
+kernel per matrix as over one matrix). Any failure returns False, and the caller replays
 op by op, which reports it.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 import numpy as np
 
-from staticsched.model.dtypes import numpy_dtype
 from staticsched.model.opkinds import KINDS
+from staticsched.verify import buffers
 from staticsched.verify.index import ProgramIndex
-
-#: exceptions an op's semantics raise on bad operands (the per-op replay reports them)
-ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError, FloatingPointError)
 
 
 @attrs.frozen
@@ -108,7 +103,8 @@ def _signature(
             except KeyError:
                 reads = tuple(map(place, ins.reads))
                 writes = tuple(map(place, ins.writes))
-            # a per-lane kind runs with each lane's own attributes (GM regions, masks' offsets)
+            # a lanes kind runs once with the leader's attributes, which must then be every
+            # lane's; the others run per lane with their own (GM regions, masks' offsets)
             sig.append((ins.kind, ins.attrs if ins.kind in lane_kinds else None, reads, writes))
         else:
             k = number[g]
@@ -117,26 +113,16 @@ def _signature(
     return tuple(sig), out, starts
 
 
-def replay(
-    ix: ProgramIndex,
-    cls: LaneClass,
-    gm: dict[str, np.ndarray],
-    deferred: Callable[[dict[str, np.ndarray], list], Mapping[str, Any]],
-    poison: Callable[[tuple[int, ...], str], np.ndarray],
-) -> bool:
-    """Run one class's events on fresh lane buffers, committing GM writes into ``gm``
-    (``deferred`` wraps it for kinds that write GM, ``poison`` makes never-written memory);
-    False when an op failed (``gm`` is then partly written)."""
+def replay(ix: ProgramIndex, cls: LaneClass, gm: dict[str, np.ndarray]) -> bool:
+    """Run one class's events on fresh lane buffers, committing GM writes into ``gm``; False
+    when an op failed (``gm`` is then partly written)."""
     instr = ix.instr
-    views = _lane_views(ix, cls, poison)
+    used = {n for _, g, _ in cls.events for n in (*instr[g].reads, *instr[g].writes)}
+    views = buffers.views(ix, used, cls.cores)
     pending: dict[int, tuple[list[np.ndarray], list[np.ndarray], list]] = {}
     for phase, g, k in cls.events:
         if phase == 0:
-            targets, copies, log = pending.pop(k)
-            for view, value in zip(targets, copies, strict=True):
-                view[...] = value
-            for array, key, value in log:
-                array[key] = value
+            buffers.commit(*pending.pop(k))
             continue
         ins = instr[g]
         kind = KINDS[ins.kind]
@@ -148,41 +134,11 @@ def replay(
             if kind.lanes:
                 kind.semantics(dict(ins.attrs), reads, copies, gm)
             else:
-                target_gm = deferred(gm, log) if "w" in kind.gm else gm
+                target_gm = buffers.DeferredGM(gm, log) if "w" in kind.gm else gm
                 for lane, gl in enumerate(cls.lanes[k]):
                     kind.semantics(dict(instr[gl].attrs), [r[lane] for r in reads],
                                    [c[lane] for c in copies], target_gm)
-        except ERRORS:
+        except buffers.ERRORS:
             return False
         pending[k] = (targets, copies, log)
     return True
-
-
-def _lane_views(
-    ix: ProgramIndex, cls: LaneClass, poison: Callable[[tuple[int, ...], str], np.ndarray]
-) -> dict[str, np.ndarray]:
-    """The leader's used items as views with a leading lanes axis: a bounded space's buffer
-    has a row per lane, as long as the longest of the lanes' buffers; an unbounded item gets
-    a buffer of its own per lane."""
-    hw, items, instr = ix.hw, ix.items, ix.instr
-    width = len(cls.cores)
-    used = sorted({n for _, g, _ in cls.events for n in (*instr[g].reads, *instr[g].writes)})
-    lanes = set(cls.cores)
-    spans: dict[str, int] = {}
-    for it in items.values():
-        if it.core in lanes and ix.is_bounded(it.name):
-            need = math.prod(it.shape) * numpy_dtype(it.dtype).itemsize if it.dtype and it.shape else 0
-            spans[it.space] = max(spans.get(it.space, hw.space(it.space).capacity),
-                                  it.offset + max(it.bytes, need))
-    bufs = {space: poison((width, size), "uint8") for space, size in sorted(spans.items())}
-    views: dict[str, np.ndarray] = {}
-    for name in used:
-        it = items[name]
-        dtype = numpy_dtype(it.dtype)
-        nbytes = math.prod(it.shape) * dtype.itemsize
-        if ix.is_bounded(name):
-            raw = bufs[it.space][:, it.offset : it.offset + nbytes]
-        else:
-            raw = poison((width, max(nbytes, it.bytes)), "uint8")[:, :nbytes]
-        views[name] = raw.view(dtype).reshape((width, *it.shape))
-    return views

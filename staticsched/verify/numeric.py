@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 from staticsched._workers import Mapped
 from staticsched.model.dtypes import is_float, numpy_dtype
 from staticsched.model.opkinds import KINDS
-from staticsched.verify import lockstep
+from staticsched.verify import buffers, lockstep
 from staticsched.verify.index import OP, ProgramIndex
 from staticsched.verify.index_state import GmAccess
 from staticsched.verify.replay import Replay
@@ -64,42 +64,6 @@ COMPARE_BLOCK = 1 << 16
 #: run first (races, memory, conformance: about as long as half the numbers on a chip), so
 #: the worker takes more (the 4096^3 GEMM's two parts end within a second of each other)
 WORKER_SHARE = 0.75
-
-class _DeferredTensor:
-    """A GM tensor as the semantics see it: reads go to the array now, writes are recorded."""
-
-    def __init__(self, array: np.ndarray, log: list) -> None:
-        self._array = array
-        self._log = log
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._array.dtype
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._array.shape
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        return self._array[key]
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._log.append((self._array, key, np.array(value, copy=True)))
-
-
-class _DeferredGM(Mapping):
-    def __init__(self, gm: dict[str, np.ndarray], log: list) -> None:
-        self._gm = gm
-        self._log = log
-
-    def __getitem__(self, name: str) -> _DeferredTensor:
-        return _DeferredTensor(self._gm[name], self._log)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._gm)
-
-    def __len__(self) -> int:
-        return len(self._gm)
 
 
 def _finding(kind: str, message: str, ix: ProgramIndex | None = None, gid: int = -1, **kw: Any) -> Finding:
@@ -369,7 +333,7 @@ def _fresh_gm(
                 )
             gm[t.name] = arr
         else:
-            gm[t.name] = _poison(tuple(t.shape), t.dtype)
+            gm[t.name] = buffers.poison(tuple(t.shape), t.dtype)
     for name, arr in inputs.items():
         gm.setdefault(name, np.array(arr, copy=True))
     return gm
@@ -380,8 +344,8 @@ def _replay(
     lanes: list[lockstep.LaneClass] | None = None,
 ) -> tuple[dict[str, np.ndarray], list[Finding]]:
     """Run ``events`` (:func:`_events`) on fresh buffers from GM ``inputs``: in lockstep, by
-    the ``lanes`` classes of the events' cores (:attr:`Order.lanes`), else, or should an op
-    fail there, op by op."""
+    the ``lanes`` classes of the events' cores (:func:`staticsched.verify.lockstep.classes`),
+    else, or should an op fail there, op by op."""
     findings: list[Finding] = []
     gm = _fresh_gm(ix, inputs, findings)
     if not _placeable(ix, findings):
@@ -390,7 +354,7 @@ def _replay(
     # idle threads spin against this process's other work and the replay's worker
     with np.errstate(all="ignore"), threadpool_limits(1, user_api="blas"):
         if lanes is not None and not findings:
-            if all(lockstep.replay(ix, cls, gm, _DeferredGM, _poison) for cls in lanes):
+            if all(lockstep.replay(ix, cls, gm) for cls in lanes):
                 return gm, findings
             gm = _fresh_gm(ix, inputs, findings)
         return gm, _replay_ops(ix, events, gm, findings)
@@ -402,7 +366,7 @@ def _replay_ops(
 ) -> list[Finding]:
     """Run ``events`` op by op on fresh buffers, committing GM writes into ``gm``."""
     instr = ix.instr
-    views = _views(ix, {n for _, _, _, g in events for n in (*instr[g].reads, *instr[g].writes)})
+    views = buffers.views(ix, {n for _, _, _, g in events for n in (*instr[g].reads, *instr[g].writes)})
     pending: dict[int, tuple[list[np.ndarray], list[np.ndarray], list]] = {}
     failed = False
     for _, phase, _, g in events:
@@ -417,8 +381,8 @@ def _replay_ops(
                 # only a kind that writes GM needs its writes deferred to its end; the
                 # others read GM now, as they would through the deferring view
                 kind.semantics(dict(ins.attrs), reads, copies,
-                               _DeferredGM(gm, log) if "w" in kind.gm else gm)
-            except lockstep.ERRORS as exc:
+                               buffers.DeferredGM(gm, log) if "w" in kind.gm else gm)
+            except buffers.ERRORS as exc:
                 if not failed:
                     findings.append(
                         _finding(
@@ -433,19 +397,8 @@ def _replay_ops(
                 continue
             pending[g] = (targets, copies, log)
         elif g in pending:
-            targets, copies, log = pending.pop(g)
-            for view, value in zip(targets, copies, strict=True):
-                view[...] = value
-            for array, key, value in log:
-                array[key] = value
+            buffers.commit(*pending.pop(g))
     return findings
-
-
-def _poison(shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    """An array of all-ones bytes: NaN for floats, -1 for signed ints."""
-    arr = np.empty(shape, dtype=numpy_dtype(dtype))
-    arr.view(np.uint8)[...] = 0xFF
-    return arr
 
 
 def _placeable(ix: ProgramIndex, findings: list[Finding]) -> bool:
@@ -461,32 +414,6 @@ def _placeable(ix: ProgramIndex, findings: list[Finding]) -> bool:
                 )
                 return False
     return True
-
-
-def _views(ix: ProgramIndex, used: set[str]) -> dict[str, np.ndarray]:
-    """Typed views of the ``used`` typed items into their space buffers (:func:`_placeable`
-    holds)."""
-    hw = ix.hw
-    spans: dict[tuple[int, str], int] = {}
-    for it in ix.items.values():
-        if ix.is_bounded(it.name):
-            key = (it.core, it.space)
-            need = math.prod(it.shape) * numpy_dtype(it.dtype).itemsize if it.dtype and it.shape else 0
-            spans[key] = max(spans.get(key, hw.space(it.space).capacity), it.offset + max(it.bytes, need))
-    bufs = {key: _poison((size,), "uint8") for key, size in sorted(spans.items())}
-    views: dict[str, np.ndarray] = {}
-    for name in sorted(used):
-        it = ix.items.get(name)
-        if it is None or not it.dtype or not it.shape:
-            continue
-        dtype = numpy_dtype(it.dtype)
-        nbytes = math.prod(it.shape) * dtype.itemsize
-        if ix.is_bounded(it.name):
-            raw = bufs[(it.core, it.space)][it.offset : it.offset + nbytes]
-        else:
-            raw = _poison((max(nbytes, it.bytes),), "uint8")[:nbytes]
-        views[it.name] = raw.view(dtype).reshape(it.shape)
-    return views
 
 
 def compare(
