@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -281,18 +282,35 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
                                            mapping=args.mapping, weights_nz=args.weights_nz,
                                            dtype=args.dtype)
         graph, extra, more = imported.graph, imported.files(), imported.lines()
-    res = compile_graph(
-        graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
-        method=args.method, mode=args.mode, op_budget=_budget(args), progress=rep,
-        wall_clock=args.wall_clock, link_policy=args.link_policy, gap=args.gap,
-    )
-    if args.dispatch:
-        more = [*more, *_dispatch_lines(graph, hw, args, rep)]
+    early: list = []
+    try:
+        res = compile_graph(
+            graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
+            method=args.method, mode=args.mode, op_budget=_budget(args), progress=rep,
+            wall_clock=args.wall_clock, link_policy=args.link_policy, gap=args.gap,
+            on_solved=None if args.no_verify else functools.partial(_early_reference, args, early),
+        )
+        if args.dispatch:
+            more = [*more, *_dispatch_lines(graph, hw, args, rep)]
 
-    def write(choice):
-        return res.write(args.outdir, outputs=choice, extra_files=extra)
+        def write(choice, processes):
+            return res.start_write(args.outdir, outputs=choice, extra_files=extra, processes=processes)
 
-    return _finish(args, hw, res, rep, write, more)
+        return _finish(args, hw, res, rep, write, more, reference=early[0] if early else None)
+    finally:
+        for ref in early:
+            ref.close()
+
+
+def _early_reference(args: argparse.Namespace, into: list, graph) -> None:
+    """Start the verifier's NumPy reference of a large graph's source now, in a child process
+    beside sync planning and program building (which use one CPU), instead of beside the
+    verifier's own first checks (:class:`staticsched.verify.reference.Reference`)."""
+    from staticsched.emit.files import LARGE_PROGRAM_OPS
+    from staticsched.verify.reference import Reference
+
+    if graph.source and len(graph.ops) > LARGE_PROGRAM_OPS:
+        into.append(Reference(graph.source, args.seed, beside=True))
 
 
 def _dispatch_lines(graph, hw, args: argparse.Namespace, rep) -> list[str]:
@@ -333,26 +351,41 @@ def _start(args: argparse.Namespace):
     return Progress(sys.stderr, enabled=not args.quiet)
 
 
-def _finish(args: argparse.Namespace, hw, res, rep, write, more: Sequence[str] = ()) -> int:
-    """Verify the program (unless --no-verify), ``write(choice)`` the files, print the summary
-    (then ``more`` lines); the exit code."""
+def _finish(args: argparse.Namespace, hw, res, rep, write, more: Sequence[str] = (),
+            reference=None) -> int:
+    """Verify the program (unless --no-verify), write the files (``write(choice, processes)``
+    starts them: :meth:`staticsched.Compiled.start_write`), print the summary (then ``more``
+    lines); the exit code. ``reference``: the verifier's NumPy reference, already started."""
     from staticsched.emit import phase_table, summary_lines
 
     choice = _outputs(args, len(res.schedule.ops))
     if _LEAVE_TO_EXIT is not None:
         _LEAVE_TO_EXIT.append(res)
     report = None
-    if not args.no_verify:
-        from staticsched.verify import verify
+    pending = None
+    started = 0.0
+    try:
+        if not args.no_verify:
+            from staticsched.verify import verify
 
-        with rep.phase("verify"):
-            # a timed program has no flags: it is correct only for exact durations, so
-            # jittered replays would (rightly) report races; they mean something in flags mode
-            jitter = args.jitter if args.mode == "flags" else 0
-            report = verify(res.program, hw, jitter=jitter, seed=args.seed,
-                            numeric=bool(res.program.source))
-    with rep.phase("write"):
-        paths = write(choice)
+            # the files do not depend on the verdict: a large program's render in one worker
+            # beside the verifier (which keeps the other CPU), and move into place after it
+            t0 = time.monotonic()
+            pending = write(choice, 1)
+            started = time.monotonic() - t0
+            with rep.phase("verify"):
+                # a timed program has no flags: it is correct only for exact durations, so
+                # jittered replays would (rightly) report races; they mean something in flags mode
+                jitter = args.jitter if args.mode == "flags" else 0
+                report = verify(res.program, hw, jitter=jitter, seed=args.seed,
+                                numeric=bool(res.program.source), reference=reference)
+        with rep.phase("write", earlier=started):
+            if pending is None:
+                pending = write(choice, None)
+            paths = pending.finish()
+    finally:
+        if pending is not None:
+            pending.close()
     for line in [*summary_lines(res.schedule, res.plan), *more]:
         print(line)
     if report is None:
@@ -390,7 +423,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             polish=args.polish, jobs=args.jobs, ray=args.ray, progress=rep, steps=args.steps,
             split_k=args.split_k,
         )
-    return _finish(args, hw, tuned.best, rep, lambda choice: tuned.write(args.outdir, outputs=choice),
+    return _finish(args, hw, tuned.best, rep,
+                   lambda choice, processes: tuned.start_write(args.outdir, outputs=choice,
+                                                               processes=processes),
                    tuned.summary_lines())
 
 

@@ -59,10 +59,25 @@ class Compiled:
         list of Path
             The files written.
         """
-        from staticsched.emit import write_outputs
+        return self.start_write(outdir, outputs=outputs, compress=compress,
+                                extra_files=extra_files).finish()
 
-        return write_outputs(outdir, self.schedule, self.program, self.plan, outputs=outputs,
-                             compress=compress, extra_files=extra_files)
+    def start_write(
+        self,
+        outdir: str | Path,
+        *,
+        outputs: Sequence[str] | None = None,
+        compress: bool | None = None,
+        extra_files: Mapping[str, str | bytes] | None = None,
+        processes: int | None = None,
+    ) -> Any:
+        """:meth:`write`, started: a large program's files render in forked workers (at most
+        ``processes``) while the caller goes on; the result's ``finish()`` moves them into
+        place and returns the paths (:func:`staticsched.emit.start_outputs`)."""
+        from staticsched.emit import start_outputs
+
+        return start_outputs(outdir, self.schedule, self.program, self.plan, outputs=outputs,
+                             compress=compress, extra_files=extra_files, processes=processes)
 
 
 def as_opgraph(graph: Any, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUDGET) -> OpGraph:
@@ -106,12 +121,16 @@ def compile_graph(
     wall_clock: bool = False,
     link_policy: str = "auto",
     gap: float = DEFAULT_GAP,
+    on_solved: Callable[[OpGraph], Any] | None = None,
 ) -> Compiled:
     """Lower, check, solve, plan sync and build the program.
 
     Parameters are those of :func:`schedule`; ``mode`` selects the program's form
     (``"flags"`` or ``"timed"``), ``progress`` receives the phases and progress lines (a
-    :class:`staticsched.progress.Progress`, or a callable taking one line).
+    :class:`staticsched.progress.Progress`, or a callable taking one line). ``on_solved`` is
+    called with the checked graph once the solver is done, before plan sync: work that needs
+    nothing else can start there, beside sync planning and program building, which use one
+    CPU (the CLI starts the verifier's NumPy reference).
     """
     bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers, gap=gap)
     if bad:
@@ -131,5 +150,7 @@ def compile_graph(
                         progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags",
                         time_mode="wall" if wall_clock else "deterministic", link_policy=link_policy,
                         gap=gap)
+        if on_solved is not None:
+            on_solved(og)
         final, program, plan = finalize(raw, mode=mode, progress=rep)
     return Compiled(og, final, program, plan, rep.timings[done:])

@@ -82,14 +82,15 @@ class Progress:
             print(text, file=self.stream, flush=True)
 
     @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        """Announce ``name``, time it, and announce how long it took."""
+    def phase(self, name: str, earlier: float = 0.0) -> Iterator[None]:
+        """Announce ``name``, time it, and announce how long it took (plus ``earlier``
+        seconds spent on it before: starting work that ran beside another phase)."""
         self.line(f"[{name}] ...")
         t0 = time.monotonic()
         try:
             yield
         finally:
-            dt = time.monotonic() - t0
+            dt = time.monotonic() - t0 + earlier
             self.timings.append((name, dt))
         self.line(f"[{name}] done in {dt:.2f} s")
 

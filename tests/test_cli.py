@@ -168,3 +168,34 @@ def test_lower_bad_input_leaves_no_file(tmp_path, capsys):
     out_file = tmp_path / "ops.json"
     code, _, err = run_cli(["lower", bad, "--hw", "seed-davinci", "-o", out_file], capsys)
     assert code == 2 and "tasks" in err and not out_file.exists()
+
+
+def test_early_reference_and_files_rendered_beside_the_verifier_change_nothing(tmp_path, capsys,
+                                                                               monkeypatch):
+    # a large program's NumPy reference starts beside sync planning and its files render beside
+    # the verifier: made to happen here by calling every program large
+    from staticsched.emit import files as files_module
+    from staticsched.verify import reference as reference_module
+
+    monkeypatch.setattr(files_module, "LARGE_PROGRAM_OPS", 0)
+    started = []
+    real = reference_module.Reference.__init__
+
+    def spy(self, source, seed, beside):
+        started.append(beside)
+        real(self, source, seed, beside)
+
+    monkeypatch.setattr(reference_module.Reference, "__init__", spy)
+    example = EXAMPLES / "matmul_bias_gelu.json"
+    code, out, _ = run_cli(["schedule", example, "--hw", "seed-davinci", "-o", tmp_path / "a", "--quiet"],
+                           capsys)
+    assert code == 0 and "verification : clean" in out, out
+    assert started == [True], "the verifier did not use the reference started early"
+    code, _, _ = run_cli(["schedule", example, "--hw", "seed-davinci", "-o", tmp_path / "b", "--quiet",
+                          "--no-verify"], capsys)
+    assert code == 0
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "b").iterdir()) and "program.json.gz" in names
+    for name in names:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]

@@ -12,8 +12,10 @@ from staticsched.emit.files import (
     OUTPUT_FILES,
     TEXT_FORMS,
     OutputChoice,
+    PendingOutputs,
     choose_outputs,
     render_outputs,
+    start_outputs,
     write_outputs,
 )
 from staticsched.emit.gantt import render_gantt
@@ -35,6 +37,7 @@ __all__ = [
     "TEXT_FORMS",
     "Flag",
     "OutputChoice",
+    "PendingOutputs",
     "PlanStream",
     "SyncPlan",
     "SyncStats",
@@ -60,6 +63,7 @@ __all__ = [
     "render_gantt",
     "render_outputs",
     "replay_cycles",
+    "start_outputs",
     "summary_lines",
     "tiling_lines",
     "timetable_to_dict",

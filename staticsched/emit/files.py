@@ -258,6 +258,29 @@ def write_outputs(
         If ``outdir`` exists and is not a directory, a file name is unknown or not a plain
         name, or the files cannot be written (the message carries the system's reason).
     """
+    return start_outputs(outdir, schedule, program, plan, outputs=outputs, compress=compress,
+                         extra_files=extra_files).finish()
+
+
+def start_outputs(
+    outdir: str | Path,
+    schedule: Schedule,
+    program: Program,
+    plan: SyncPlan,
+    *,
+    outputs: Sequence[str] | OutputChoice | None = None,
+    compress: bool | None = None,
+    extra_files: Mapping[str, str | bytes] | None = None,
+    processes: int | None = None,
+) -> PendingOutputs:
+    """:func:`write_outputs`, started: a large program's files are rendered into the temporary
+    directory by forked workers from now on, so that the caller can go on with other work (the
+    CLI verifies the program meanwhile); :meth:`PendingOutputs.finish` moves them into place.
+
+    Parameters are those of :func:`write_outputs`, and ``processes``: worker processes for a
+    program of more than :data:`LARGE_PROGRAM_OPS` ops (default one per CPU; the CLI leaves
+    one CPU to the verifier). A smaller program's files are rendered by ``finish``, here.
+    """
     outdir = Path(outdir)
     extra = dict(extra_files or {})
     _check_extra(extra)
@@ -268,50 +291,94 @@ def write_outputs(
     files = _streams(schedule, program, plan, choice.names)
     for name in sorted(extra):
         files[name] = functools.partial(iter, (_encode(extra[name]),))
-    # a large program's files are rendered side by side, one forked worker per CPU: each
-    # file is a pure function of the schedule, so the bytes do not depend on it
-    processes = min(cpus(), len(files)) if len(schedule.ops) > LARGE_PROGRAM_OPS else 0
-    if processes:
+    # a large program's files are rendered side by side in forked workers: each file is a
+    # pure function of the schedule, so the bytes do not depend on it
+    large = len(schedule.ops) > LARGE_PROGRAM_OPS
+    workers = (cpus() if processes is None else processes) if large else 0
+    workers = min(max(0, workers), len(files))
+    if workers:
         # kept with the graph before the fork: the timetable's worker and then the summary
         # printed in this process both ask for it
         gm_traffic(schedule.graph, schedule.hw)
     try:
         with paused():
-            _move_into_place(outdir, files, processes)
+            return PendingOutputs(outdir, files, workers)
     except OSError as exc:
-        # a full disk or a read-only directory is the user's to fix: one line, no traceback
-        raise InputError(f"{outdir}: cannot write the output files: {exc}") from None
-    return [outdir / name for name in files]
+        raise _unwritable(outdir, exc) from None
+
+
+def _unwritable(outdir: Path, exc: OSError) -> InputError:
+    # a full disk or a read-only directory is the user's to fix: one line, no traceback
+    return InputError(f"{outdir}: cannot write the output files: {exc}")
+
+
+class PendingOutputs:
+    """Output files being rendered into a temporary directory next to ``outdir``
+    (:func:`start_outputs`); :meth:`finish` moves them into place, :meth:`close` drops them."""
+
+    def __init__(self, outdir: Path, files: dict[str, Callable[[], Iterator[bytes]]],
+                 processes: int) -> None:
+        self.outdir, self.names = outdir, list(files)
+        self.rendering: Mapped | None = None
+        outdir.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp: Path | None = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.partial-",
+                                                      dir=outdir.parent))
+        tmp = self.tmp
+
+        def write(name: str) -> None:
+            _write_file(tmp / name, files[name]())
+            (tmp / name).chmod(file_mode())
+
+        try:
+            # the workers take the files in this order, one at a time
+            self.rendering = Mapped(write, self.names, processes)
+        except BaseException:
+            self.close()
+            raise
+
+    def finish(self) -> list[Path]:
+        """Wait for (or, without workers, do) the rendering and move the files into place; a
+        worker's exception is raised here, before any move. The paths written, in order.
+
+        Raises
+        ------
+        InputError
+            When the files cannot be written (the message carries the system's reason).
+        """
+        outdir, tmp, rendering = self.outdir, self.tmp, self.rendering
+        if tmp is None or rendering is None:
+            raise RuntimeError("PendingOutputs.finish called twice or after close")
+        try:
+            with paused():
+                rendering.get()
+                self.rendering = None
+                tmp.chmod(dir_mode())
+                try:
+                    # a missing (or empty) outdir appears complete, in one step
+                    os.rename(tmp, outdir)
+                except OSError:
+                    outdir.mkdir(exist_ok=True)
+                    for name in self.names:
+                        os.replace(tmp / name, outdir / name)
+        except OSError as exc:
+            raise _unwritable(outdir, exc) from None
+        finally:
+            self.close()
+        return [outdir / name for name in self.names]
+
+    def close(self) -> None:
+        """Stop the workers and remove the temporary directory (idempotent; after
+        :meth:`finish`, only what is left of it)."""
+        if self.rendering is not None:
+            self.rendering.close()
+            self.rendering = None
+        if self.tmp is not None:
+            if self.tmp.exists():
+                shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
 
 
 def _write_file(path: Path, chunks: Iterable[bytes]) -> None:
     with open(path, "wb") as f:
         for chunk in chunks:
             f.write(chunk)
-
-
-def _move_into_place(
-    outdir: Path, files: dict[str, Callable[[], Iterator[bytes]]], processes: int = 0
-) -> None:
-    outdir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.partial-", dir=outdir.parent))
-
-    def write(name: str) -> None:
-        _write_file(tmp / name, files[name]())
-        (tmp / name).chmod(file_mode())
-
-    try:
-        # the workers take the files in this order, one at a time; a worker's exception is
-        # raised here, before any move
-        Mapped(write, list(files), processes).get()
-        tmp.chmod(dir_mode())
-        try:
-            # a missing (or empty) outdir appears complete, in one step
-            os.rename(tmp, outdir)
-        except OSError:
-            outdir.mkdir(exist_ok=True)
-            for name in files:
-                os.replace(tmp / name, outdir / name)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)

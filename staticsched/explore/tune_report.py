@@ -113,7 +113,13 @@ class Tuned:
 
         Parameters are those of :meth:`staticsched.Compiled.write`.
         """
-        return self.best.write(outdir, outputs=outputs, compress=compress, extra_files=self.files())
+        return self.start_write(outdir, outputs=outputs, compress=compress).finish()
+
+    def start_write(self, outdir: str | Path, *, outputs: Sequence[str] | Any = None,
+                    compress: bool | None = None, processes: int | None = None) -> Any:
+        """:meth:`write`, started (:meth:`staticsched.Compiled.start_write`)."""
+        return self.best.start_write(outdir, outputs=outputs, compress=compress,
+                                     extra_files=self.files(), processes=processes)
 
     def summary_lines(self) -> list[str]:
         """What was searched and what won, for the terminal."""

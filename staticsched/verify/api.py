@@ -71,6 +71,7 @@ def verify(
     seed: int = 0,
     numeric: bool = False,
     tolerance: float | None = None,
+    reference: Reference | None = None,
 ) -> Report:
     """Check a program for races, flag misuse, deadlocks, memory errors, timetable conformance,
     timing robustness and (optionally) numbers.
@@ -96,6 +97,11 @@ def verify(
     tolerance
         Max element error allowed by the numeric comparison (default: by each compared
         tensor's dtype, :data:`staticsched.verify.numeric.DEFAULT_TOLERANCES`; 2e-2 for fp16).
+    reference
+        The numeric replay's inputs and NumPy reference, already under way
+        (:class:`staticsched.verify.reference.Reference`: the CLI starts it beside sync
+        planning). Used only when its source and seed are the program's and ``seed``; closed
+        here either way.
 
     Returns
     -------
@@ -121,20 +127,26 @@ def verify(
     # of them over and over (a third of the run time), and forked jitter workers would copy
     # every page it touches
     with paused():
-        return _verify(program, hw, jitter, seed, numeric, tol)
+        return _verify(program, hw, jitter, seed, numeric, tol, reference)
 
 
 def _verify(program: Program, hw: Hardware, jitter: int, seed: int, numeric: bool,
-            tol: float | None) -> Report:
+            tol: float | None, given: Reference | None) -> Report:
 
     clock = _Timer()
     found: dict[str, list[Finding]] = {c: [] for c in CHECKS}
     # the NumPy reference needs nothing but the program's source: a big program's is computed
-    # in a child process beside the index and the replay (staticsched.verify.reference)
+    # in a child process beside the index and the replay (staticsched.verify.reference), unless
+    # the caller started it earlier
     reference: Reference | None = None
     if numeric and program.source:
-        size = sum(len(st.instrs) for st in program.streams)
-        reference = Reference(program.source, seed, beside=size >= PARALLEL_MIN_INSTRUCTIONS)
+        if given is not None and given.source == program.source and given.seed == seed:
+            reference, given = given, None
+        else:
+            size = sum(len(st.instrs) for st in program.streams)
+            reference = Reference(program.source, seed, beside=size >= PARALLEL_MIN_INSTRUCTIONS)
+    if given is not None:
+        given.close()
     try:
         return _checks(program, hw, jitter, seed, numeric, tol, clock, found, reference)
     finally:

@@ -419,3 +419,28 @@ def test_raw_records_are_written_as_the_encoder_would(expand):
            "dict": jsonfmt.RawDict((k, jsonfmt.encode(v)) for k, v in table.items()), "n": 3}
     args = () if expand is None else (expand,)
     assert jsonfmt.dumps_json(raw, *args) == jsonfmt.dumps_json(plain, *args)
+
+
+def test_started_outputs_render_in_a_worker_and_appear_at_finish(tmp_path, double_buffer, monkeypatch):
+    # the CLI starts a large program's files before verifying it: they render in a forked
+    # worker into the temporary directory, and only finish() puts them where the user looks
+    monkeypatch.setattr(files_module, "LARGE_PROGRAM_OPS", 0)
+    plain = write_outputs(tmp_path / "plain", *double_buffer)
+    pending = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1)
+    assert pending.rendering is not None and pending.rendering.pool is not None, "no worker started"
+    assert not (tmp_path / "out").exists()
+    paths = pending.finish()
+    assert [p.name for p in paths] == [p.name for p in plain]
+    for a, b in zip(paths, plain, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "plain"]
+
+
+def test_closing_started_outputs_leaves_nothing(tmp_path, double_buffer, monkeypatch):
+    monkeypatch.setattr(files_module, "LARGE_PROGRAM_OPS", 0)
+    pending = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1)
+    pending.close()
+    pending.close()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(RuntimeError, match="after close"):
+        pending.finish()

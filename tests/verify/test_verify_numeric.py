@@ -197,3 +197,38 @@ def test_cores_joined_by_gm_data_are_not_split():
     program = matmul_program(m=64, n=64, k=64, cores=2)
     program = first_load_of(program, 1, tensor="C", region=((0, 32), (0, 32)))
     assert numeric._halves(ProgramIndex(program, load_hardware(HW))) is None
+
+
+class _Given:
+    """A stand-in for a Reference started by the caller: records whether verify used it."""
+
+    def __init__(self, source: str, seed: int) -> None:
+        self.source, self.seed = source, seed
+        self.got = self.closed = 0
+
+    def get(self):
+        from staticsched.verify.reference import reference as compute
+
+        self.got += 1
+        return compute(self.source, self.seed)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_a_reference_started_by_the_caller_is_used_only_for_its_own_source_and_seed():
+    p = matmul_program(m=32, n=48, k=64)
+    plain = verify(p, HW, numeric=True, seed=3)
+    assert plain.ok and plain.stat["numeric"] == "ok"
+
+    def verdict(given: _Given) -> tuple:
+        r = verify(p, HW, numeric=True, seed=3, reference=given)  # type: ignore[arg-type]
+        return r.findings, r.stats
+
+    same = _Given(p.source, 3)
+    assert verdict(same) == (plain.findings, plain.stats)
+    assert same.got == 1 and same.closed >= 1
+    for other in (_Given(p.source, 4), _Given(p.source.replace("[32, 64]", "[16, 64]"), 3)):
+        assert other.source != p.source or other.seed != 3
+        assert verdict(other) == (plain.findings, plain.stats)
+        assert other.got == 0 and other.closed >= 1
