@@ -33,6 +33,7 @@ from staticsched.emit import (  # the modules, not the package: no import circle
 from staticsched.emit.sync import SyncPlan
 from staticsched.errors import InputError
 from staticsched.formats import program_json, program_text
+from staticsched.model.links import link_usage
 from staticsched.model.program import Program
 from staticsched.model.schedule import Schedule
 from staticsched.model.traffic import gm_traffic
@@ -297,9 +298,10 @@ def start_outputs(
     workers = (cpus() if processes is None else processes) if large else 0
     workers = min(max(0, workers), len(files))
     if workers:
-        # kept with the graph before the fork: the timetable's worker and then the summary
-        # printed in this process both ask for it
+        # kept with the graph before the fork: the files' workers and then the summary
+        # printed in this process all ask for them
         gm_traffic(schedule.graph, schedule.hw)
+        link_usage(schedule)
     try:
         with paused():
             return PendingOutputs(outdir, files, workers)

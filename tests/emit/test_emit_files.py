@@ -13,7 +13,7 @@ import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
-from common import GOLDEN, ROOT, preset
+from common import EXAMPLES, GOLDEN, ROOT, preset
 from schedcases import double_buffer_schedule, make_schedule, tiny_hw
 
 from staticsched.emit import (
@@ -444,3 +444,23 @@ def test_closing_started_outputs_leaves_nothing(tmp_path, double_buffer, monkeyp
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(RuntimeError, match="after close"):
         pending.finish()
+
+
+def test_link_usage_is_computed_once_per_schedule():
+    # the timetable, trace, Gantt chart and summary all ask for it; kept with the graph for the
+    # schedule object it was computed for, never for another schedule of the same graph
+    import attrs
+
+    from staticsched.api import compile_graph
+    from staticsched.model.links import _link_usage, link_usage
+
+    schedule = compile_graph(EXAMPLES / "matmul_bias_gelu.json", "seed-davinci", method="list").schedule
+    first = link_usage(schedule)
+    assert first and any(use.bytes for use in first)
+    assert link_usage(schedule) is first
+    later = attrs.evolve(schedule, ops=tuple(attrs.evolve(o, start=o.start + 1, end=o.end + 1)
+                                             for o in schedule.ops))
+    assert later.graph is schedule.graph
+    moved = link_usage(later)
+    assert moved == _link_usage(later) and moved != first
+    assert link_usage(schedule) == first
