@@ -194,10 +194,13 @@ def _corner(array: np.ndarray, rows: int, cols: int) -> np.ndarray:
 def _load_sem(a, reads, writes, gm):
     (r0, r1), (c0, c1) = a["region"]
     block = gm[a["tensor"]][r0:r1, c0:c1]
-    if a.get("transpose", False):
+    transpose = a.get("transpose", False)
+    if transpose:
         block = block.T
     dst = writes[0]
-    _corner(dst, *block.shape)[...] = block.astype(dst.dtype)
+    # the assignment copies: a copy first only to transpose, which NumPy does 5x faster as an
+    # F-ordered copy (astype keeps the view's layout) than as a strided assignment
+    _corner(dst, *block.shape)[...] = block.astype(dst.dtype, copy=bool(transpose))
 
 
 def _move_sem(a, reads, writes, gm):

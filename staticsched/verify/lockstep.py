@@ -43,6 +43,8 @@ class LaneClass:
     cores: tuple[int, ...]
     events: tuple[tuple[int, int, int], ...]
     lanes: tuple[tuple[int, ...], ...]
+    #: the ops (by ``k``) whose results may be written at their start (:func:`_direct`)
+    direct: frozenset[int] = frozenset()
 
 
 def classes(ix: ProgramIndex, events: list[tuple[int, int, int, int]]) -> list[LaneClass]:
@@ -66,10 +68,52 @@ def classes(ix: ProgramIndex, events: list[tuple[int, int, int, int]]) -> list[L
         seqs[c] = (seq, starts)
     out = []
     for cores in sorted(by_sig.values()):
-        seq, _ = seqs[cores[0]]
+        seq, starts = seqs[cores[0]]
         lanes = tuple(zip(*(seqs[c][1] for c in cores), strict=True))
-        out.append(LaneClass(tuple(cores), tuple(seq), lanes))
+        out.append(LaneClass(tuple(cores), tuple(seq), lanes, _direct(ix, seq, starts)))
     return out
+
+
+def _direct(ix: ProgramIndex, seq: list[tuple[int, int, int]], starts: list[int]) -> frozenset[int]:
+    """The ops of a core's events whose targets no other op reads or writes between their start
+    and their end: writing their results at their start, without a copy to commit at their
+    end, changes nothing any op sees (the replay defers every other op's writes to its end, as
+    the hardware makes them visible). The same for every lane of a class, whose operands lie
+    alike."""
+    instr, items = ix.instr, ix.items
+
+    def spans(names: tuple[str, ...]) -> list[tuple[str, int, int]]:
+        out = []
+        for name in names:
+            it = items.get(name)
+            if it is not None and ix.is_bounded(name):
+                out.append((it.space, it.offset, it.offset + it.bytes))
+            else:  # an item of its own buffer (or none): only its own name reaches it
+                out.append((name, 0, 1))
+        return out
+
+    def touches(a: list[tuple[str, int, int]], b: list[tuple[str, int, int]]) -> bool:
+        return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
+
+    targets: dict[int, list[tuple[str, int, int]]] = {}
+    operands: dict[int, list[tuple[str, int, int]]] = {}
+    open_: dict[int, bool] = {}  # started, not yet ended: whether still untouched
+    for phase, g, k in seq:
+        if k not in operands:
+            ins = instr[g]
+            targets[k] = spans(ins.writes)
+            operands[k] = spans((*ins.reads, *ins.writes))
+        for other in open_:
+            if other != k and open_[other] and touches(targets[other], operands[k]):
+                open_[other] = False
+        if phase == 1:
+            open_[k] = True
+        else:
+            clean = open_.pop(k, False)
+            if not clean:
+                targets.pop(k, None)
+                operands.pop(k, None)
+    return frozenset(k for k in range(len(starts)) if k in targets)
 
 
 def _signature(
@@ -128,8 +172,12 @@ def replay(ix: ProgramIndex, cls: LaneClass, gm: dict[str, np.ndarray]) -> bool:
         kind = KINDS[ins.kind]
         reads = [views[n] for n in ins.reads]
         targets = [views[n] for n in ins.writes]
-        copies = [np.array(v, copy=True) for v in targets]
         log: list = []
+        if k in cls.direct:
+            # nothing reads or writes its targets before it ends: its results go there now
+            copies, targets = targets, []
+        else:
+            copies = [np.array(v, copy=True) for v in targets]
         try:
             if kind.lanes:
                 kind.semantics(dict(ins.attrs), reads, copies, gm)
@@ -140,5 +188,5 @@ def replay(ix: ProgramIndex, cls: LaneClass, gm: dict[str, np.ndarray]) -> bool:
                                    [c[lane] for c in copies], target_gm)
         except buffers.ERRORS:
             return False
-        pending[k] = (targets, copies, log)
+        pending[k] = (targets, copies if targets else [], log)
     return True

@@ -10,7 +10,7 @@ import numpy as np
 from common import examples
 from hypothesis import assume, event, given, note, settings
 from hypothesis import strategies as st
-from mutations import first_load_of
+from mutations import delete_wait, first_load_of
 from strategies import seed_hw, taskgraphs
 
 from benchmarks.samples import matmul_program
@@ -63,6 +63,22 @@ def test_identical_cores_form_one_class_and_give_the_same_numbers():
     assert not found_one and not found_lanes
     _same(one, lanes)
     assert not np.isnan(one["C"].astype(np.float32)).any()
+    # a race-free program: no op's targets are touched while it runs, so every op writes its
+    # results at its start
+    assert len(classes[0].direct) == len(classes[0].lanes)
+
+
+def test_an_op_whose_targets_are_touched_before_it_ends_keeps_its_copy():
+    # without a wait, an op may start on a buffer another op is still writing: that writer
+    # commits at its end as before, and the numbers stay the per-op replay's
+    program = matmul_program(m=128, n=128, k=64, base=(32, 32, 32), cores=2)
+    kept = 0
+    for seed in range(6):
+        (one, found_one), (lanes, found_lanes), classes = _both(delete_wait(program, seed))
+        assert [f.message for f in found_lanes] == [f.message for f in found_one]
+        _same(one, lanes)
+        kept += sum(len(c.lanes) - len(c.direct) for c in classes)
+    assert kept > 0
 
 
 def test_cores_with_other_work_form_classes_of_their_own():
