@@ -4,18 +4,21 @@
 separate Python process (:func:`_main`) beside the index and the
 replay: a thread would hold the verifier's GIL between NumPy calls, and a forked child would
 make the verifier copy every page it writes while the child lives (its ~10^7 objects' reference
-counts). The child gets ``(source, seed)`` on its standard input and sends the result back
-pickled on its standard output; should it fail, the values are computed here, so the result
-never depends on how they were computed.
+counts). The child gets ``(source, seed, path)`` on its standard input and writes the result
+pickled to the temporary file ``path`` (the 4096^3 GEMM's is 100 MB: read from a file once
+the child has ended, not through a pipe 64 KB at a time); should it fail, the values are
+computed here, so the result never depends on how they were computed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -52,28 +55,38 @@ class Reference:
     def __init__(self, source: str, seed: int, beside: bool) -> None:
         self.source, self.seed = source, seed
         self.proc: subprocess.Popen | None = None
+        self.path: str | None = None
         if beside:
-            self.proc = _start(pickle.dumps((source, seed)))
+            try:
+                fd, self.path = tempfile.mkstemp(prefix="staticsched-reference-", suffix=".pickle")
+                os.close(fd)
+            except OSError:
+                return
+            self.proc = _start(pickle.dumps((source, seed, self.path)))
 
     def get(self) -> Prepared:
         """The result (waits for the child)."""
         proc, self.proc = self.proc, None
-        if proc is not None:
-            try:
-                assert proc.stdout is not None
-                data = proc.stdout.read()
-                if proc.wait() == 0:
-                    return pickle.loads(data)
-            except (OSError, EOFError, pickle.UnpicklingError):
-                proc.kill()
+        try:
+            if proc is not None and self.path is not None and proc.wait() == 0:
+                with open(self.path, "rb") as f:
+                    return pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            pass
+        finally:
+            self.close()
         return reference(self.source, self.seed)
 
     def close(self) -> None:
-        """Stop the child if it still runs (idempotent)."""
+        """Stop the child if it still runs and remove its file (idempotent)."""
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            self.path = None
 
 
 def _start(job: bytes) -> subprocess.Popen | None:
@@ -84,8 +97,7 @@ def _start(job: bytes) -> subprocess.Popen | None:
     # one BLAS thread: the verifier's own process has the other CPU
     env.update({name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
     try:
-        proc = subprocess.Popen([sys.executable, "-c", _CHILD],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, env=env)
         assert proc.stdin is not None
         proc.stdin.write(job)
         proc.stdin.close()
@@ -95,9 +107,11 @@ def _start(job: bytes) -> subprocess.Popen | None:
 
 
 def _main() -> None:
-    """The child: ``(source, seed)`` pickled on standard input, the result on standard output."""
-    source, seed = pickle.load(sys.stdin.buffer)
-    pickle.dump(reference(source, seed), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    """The child: ``(source, seed, path)`` pickled on standard input, the result pickled into
+    the file ``path``."""
+    source, seed, path = pickle.load(sys.stdin.buffer)
+    with open(path, "wb") as f:
+        pickle.dump(reference(source, seed), f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 _CHILD = "from staticsched.verify.reference import _main; _main()"

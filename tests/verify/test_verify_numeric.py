@@ -232,3 +232,26 @@ def test_a_reference_started_by_the_caller_is_used_only_for_its_own_source_and_s
         assert other.source != p.source or other.seed != 3
         assert verdict(other) == (plain.findings, plain.stats)
         assert other.got == 0 and other.closed >= 1
+
+
+def test_the_reference_child_gives_the_values_computed_here_and_leaves_no_file():
+    import os
+
+    from staticsched.verify.reference import Reference
+    from staticsched.verify.reference import reference as compute
+
+    source = matmul_program(m=32, n=48, k=64).source
+    child = Reference(source, 5, beside=True)
+    path = child.path
+    assert child.proc is not None and path is not None and os.path.exists(path)
+    inputs, ref = child.get()  # type: ignore[misc]
+    want_inputs, want_ref = compute(source, 5)  # type: ignore[misc]
+    for got, want in ((inputs, want_inputs), (ref, want_ref)):
+        assert got.keys() == want.keys()
+        assert all(got[k].tobytes() == want[k].tobytes() for k in got)
+    assert not os.path.exists(path)
+    stopped = Reference(source, 5, beside=True)
+    path = stopped.path
+    stopped.close()
+    stopped.close()
+    assert path is not None and not os.path.exists(path)
