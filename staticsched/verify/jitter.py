@@ -42,13 +42,22 @@ def jitter_durations(
     The factors scale the durations of the ``nominal`` replay when given (a transfer sharing a
     link lasts what sharing gave it there), else the program's: a jittered replay draws every
     duration, link sharing included, at random."""
-    factors = rng.uniform(LOW, HIGH, size=ix.n)
+    return _draw(rng, *_bases(ix, nominal))
+
+
+def _bases(ix: ProgramIndex, nominal: Replay | None) -> tuple[np.ndarray, np.ndarray]:
+    """What :func:`jitter_durations` scales (per instruction), and which are micro-ops."""
     if nominal is not None and not ix.timed:
         base = np.asarray(nominal.end, dtype=np.float64) - np.asarray(nominal.start, dtype=np.float64)
     else:
         base = np.asarray(ix.dur, dtype=np.float64)
+    return base, np.asarray(ix.role) == OP
+
+
+def _draw(rng: np.random.Generator, base: np.ndarray, is_op: np.ndarray) -> list[int]:
+    factors = rng.uniform(LOW, HIGH, size=len(base))
     scaled = np.maximum(1, np.rint(base * factors)).astype(np.int64)
-    return np.where(np.asarray(ix.role) == OP, scaled, 0).tolist()
+    return np.where(is_op, scaled, 0).tolist()
 
 
 class StaticPairs:
@@ -209,7 +218,8 @@ def start(
         findings are merged in replay order, so the result does not depend on it.
     """
     rng = np.random.default_rng(seed)
-    durations = [jitter_durations(ix, rng, nominal) for _ in range(count)]
+    bases = _bases(ix, nominal) if count else None
+    durations = [_draw(rng, *bases) for _ in range(count)] if bases is not None else []
     fast = None
     if nominal is not None and data is None and StaticPairs.applies(ix, nominal, reuse_rule_kept):
         fast = StaticPairs(ix, nominal)
