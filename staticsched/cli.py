@@ -293,8 +293,9 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
         if args.dispatch:
             more = [*more, *_dispatch_lines(graph, hw, args, rep)]
 
-        def write(choice, processes):
-            return res.start_write(args.outdir, outputs=choice, extra_files=extra, processes=processes)
+        def write(choice, processes, nice=0):
+            return res.start_write(args.outdir, outputs=choice, extra_files=extra, processes=processes,
+                                   nice=nice)
 
         return _finish(args, hw, res, rep, write, more, reference=early[0] if early else None)
     finally:
@@ -369,9 +370,10 @@ def _finish(args: argparse.Namespace, hw, res, rep, write, more: Sequence[str] =
             from staticsched.verify import verify
 
             # the files do not depend on the verdict: a large program's render in one worker
-            # beside the verifier (which keeps the other CPU), and move into place after it
+            # beside the verifier, at a lower priority (the verifier's processes keep the CPUs,
+            # the files take what they leave), and move into place after it
             t0 = time.monotonic()
-            pending = write(choice, 1)
+            pending = write(choice, 1, RENDER_NICE)
             started = time.monotonic() - t0
             with rep.phase("verify"):
                 # a timed program has no flags: it is correct only for exact durations, so
@@ -424,8 +426,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             split_k=args.split_k,
         )
     return _finish(args, hw, tuned.best, rep,
-                   lambda choice, processes: tuned.start_write(args.outdir, outputs=choice,
-                                                               processes=processes),
+                   lambda choice, processes, nice=0: tuned.start_write(args.outdir, outputs=choice,
+                                                                       processes=processes, nice=nice),
                    tuned.summary_lines())
 
 
@@ -512,6 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               "(set STATICSCHED_DEBUG=1 for the traceback)", file=sys.stderr)
         return EXIT_INTERNAL
 
+
+#: niceness added to the worker that renders a large program's files beside the verifier
+RENDER_NICE = 10
 
 #: what the console script leaves for the OS to reclaim (None: free it as usual, as when a
 #: test calls main): a chip's compiled program is ~10^7 objects, whose freeing one by one

@@ -70,14 +70,17 @@ class Compiled:
         compress: bool | None = None,
         extra_files: Mapping[str, str | bytes] | None = None,
         processes: int | None = None,
+        nice: int = 0,
     ) -> Any:
         """:meth:`write`, started: a large program's files render in forked workers (at most
-        ``processes``) while the caller goes on; the result's ``finish()`` moves them into
-        place and returns the paths (:func:`staticsched.emit.start_outputs`)."""
+        ``processes``, their niceness raised by ``nice``) while the caller goes on; the
+        result's ``finish()`` moves them into place and returns the paths
+        (:func:`staticsched.emit.start_outputs`)."""
         from staticsched.emit import start_outputs
 
         return start_outputs(outdir, self.schedule, self.program, self.plan, outputs=outputs,
-                             compress=compress, extra_files=extra_files, processes=processes)
+                             compress=compress, extra_files=extra_files, processes=processes,
+                             nice=nice)
 
 
 def as_opgraph(graph: Any, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUDGET) -> OpGraph:

@@ -11,6 +11,7 @@ output).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -273,14 +274,20 @@ def start_outputs(
     compress: bool | None = None,
     extra_files: Mapping[str, str | bytes] | None = None,
     processes: int | None = None,
+    nice: int = 0,
 ) -> PendingOutputs:
     """:func:`write_outputs`, started: a large program's files are rendered into the temporary
     directory by forked workers from now on, so that the caller can go on with other work (the
     CLI verifies the program meanwhile); :meth:`PendingOutputs.finish` moves them into place.
 
-    Parameters are those of :func:`write_outputs`, and ``processes``: worker processes for a
-    program of more than :data:`LARGE_PROGRAM_OPS` ops (default one per CPU; the CLI leaves
-    one CPU to the verifier). A smaller program's files are rendered by ``finish``, here.
+    Parameters are those of :func:`write_outputs`, and
+
+    processes
+        Worker processes for a program of more than :data:`LARGE_PROGRAM_OPS` ops (default
+        one per CPU). A smaller program's files are rendered by ``finish``, here.
+    nice
+        Added to the workers' niceness: the CLI renders at 10 beside the verifier, whose
+        processes then keep the CPUs, and the files take what they leave.
     """
     outdir = Path(outdir)
     extra = dict(extra_files or {})
@@ -304,9 +311,22 @@ def start_outputs(
         link_usage(schedule)
     try:
         with paused():
-            return PendingOutputs(outdir, files, workers)
+            return PendingOutputs(outdir, files, workers, nice)
     except OSError as exc:
         raise _unwritable(outdir, exc) from None
+
+
+#: the niceness a worker process has added to its own (os.nice adds on every call)
+_NICED = 0
+
+
+def _lower_priority(nice: int) -> None:
+    """Raise this worker process's niceness by ``nice``, once."""
+    global _NICED
+    if nice > _NICED:
+        with contextlib.suppress(OSError, AttributeError):  # not permitted, or no os.nice
+            os.nice(nice - _NICED)
+        _NICED = nice
 
 
 def _unwritable(outdir: Path, exc: OSError) -> InputError:
@@ -319,15 +339,18 @@ class PendingOutputs:
     (:func:`start_outputs`); :meth:`finish` moves them into place, :meth:`close` drops them."""
 
     def __init__(self, outdir: Path, files: dict[str, Callable[[], Iterator[bytes]]],
-                 processes: int) -> None:
+                 processes: int, nice: int = 0) -> None:
         self.outdir, self.names = outdir, list(files)
         self.rendering: Mapped | None = None
         outdir.parent.mkdir(parents=True, exist_ok=True)
         self.tmp: Path | None = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.partial-",
                                                       dir=outdir.parent))
         tmp = self.tmp
+        here = os.getpid()
 
         def write(name: str) -> None:
+            if nice and processes and os.getpid() != here:
+                _lower_priority(nice)
             _write_file(tmp / name, files[name]())
             (tmp / name).chmod(file_mode())
 

@@ -116,10 +116,10 @@ class Tuned:
         return self.start_write(outdir, outputs=outputs, compress=compress).finish()
 
     def start_write(self, outdir: str | Path, *, outputs: Sequence[str] | Any = None,
-                    compress: bool | None = None, processes: int | None = None) -> Any:
+                    compress: bool | None = None, processes: int | None = None, nice: int = 0) -> Any:
         """:meth:`write`, started (:meth:`staticsched.Compiled.start_write`)."""
         return self.best.start_write(outdir, outputs=outputs, compress=compress,
-                                     extra_files=self.files(), processes=processes)
+                                     extra_files=self.files(), processes=processes, nice=nice)
 
     def summary_lines(self) -> list[str]:
         """What was searched and what won, for the terminal."""

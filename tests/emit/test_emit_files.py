@@ -426,7 +426,8 @@ def test_started_outputs_render_in_a_worker_and_appear_at_finish(tmp_path, doubl
     # worker into the temporary directory, and only finish() puts them where the user looks
     monkeypatch.setattr(files_module, "LARGE_PROGRAM_OPS", 0)
     plain = write_outputs(tmp_path / "plain", *double_buffer)
-    pending = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1)
+    mine = os.nice(0)
+    pending = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1, nice=5)
     assert pending.rendering is not None and pending.rendering.pool is not None, "no worker started"
     assert not (tmp_path / "out").exists()
     paths = pending.finish()
@@ -434,6 +435,8 @@ def test_started_outputs_render_in_a_worker_and_appear_at_finish(tmp_path, doubl
     for a, b in zip(paths, plain, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "plain"]
+    # only the worker was reniced
+    assert os.nice(0) == mine
 
 
 def test_closing_started_outputs_leaves_nothing(tmp_path, double_buffer, monkeypatch):
@@ -464,3 +467,14 @@ def test_link_usage_is_computed_once_per_schedule():
     moved = link_usage(later)
     assert moved == _link_usage(later) and moved != first
     assert link_usage(schedule) == first
+
+
+def test_started_outputs_render_at_the_niceness_asked_for(tmp_path, double_buffer, monkeypatch):
+    # the CLI's renderer yields the CPUs to the verifier: each file here records the niceness
+    # of the process that wrote it
+    monkeypatch.setattr(files_module, "LARGE_PROGRAM_OPS", 0)
+    monkeypatch.setattr(files_module, "_write_file", lambda path, chunks: path.write_text(str(os.nice(0))))
+    mine = os.nice(0)
+    paths = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1, nice=5).finish()
+    assert {p.read_text() for p in paths} == {str(min(19, mine + 5))}
+    assert os.nice(0) == mine
