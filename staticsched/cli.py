@@ -283,17 +283,24 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
                                            dtype=args.dtype)
         graph, extra, more = imported.graph, imported.files(), imported.lines()
     early: list = []
+    files: list = []
     try:
         res = compile_graph(
             graph, hw, time_limit=args.time_limit, seed=args.seed, workers=args.workers,
             method=args.method, mode=args.mode, op_budget=_budget(args), progress=rep,
             wall_clock=args.wall_clock, link_policy=args.link_policy, gap=args.gap,
             on_solved=None if args.no_verify else functools.partial(_early_reference, args, early),
+            on_final=functools.partial(_early_files, args, extra, files),
         )
         if args.dispatch:
             more = [*more, *_dispatch_lines(graph, hw, args, rep)]
 
         def write(choice, processes, nice=0):
+            if files:
+                # the files that need no program have been rendering since it was timed
+                pending = files.pop()
+                pending.add_program(res.program, processes=processes, nice=nice)
+                return pending
             return res.start_write(args.outdir, outputs=choice, extra_files=extra, processes=processes,
                                    nice=nice)
 
@@ -301,6 +308,8 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
     finally:
         for ref in early:
             ref.close()
+        for pending in files:
+            pending.close()
 
 
 def _early_reference(args: argparse.Namespace, into: list, graph) -> None:
@@ -312,6 +321,19 @@ def _early_reference(args: argparse.Namespace, into: list, graph) -> None:
 
     if graph.source and len(graph.ops) > LARGE_PROGRAM_OPS:
         into.append(Reference(graph.source, args.seed, beside=True))
+
+
+def _early_files(args: argparse.Namespace, extra: dict, into: list, final, plan) -> None:
+    """Start rendering a large program's files that need no program (the timetable, the trace,
+    the Gantt chart) as soon as its schedule and sync plan are final, in one worker beside
+    program building and then the verifier, at a lower priority
+    (:func:`staticsched.emit.start_outputs` without the program)."""
+    from staticsched.emit.files import LARGE_PROGRAM_OPS, start_outputs
+
+    if len(final.ops) > LARGE_PROGRAM_OPS:
+        choice = _outputs(args, len(final.ops))
+        into.append(start_outputs(args.outdir, final, None, plan, outputs=choice, extra_files=extra,
+                                  processes=1, nice=RENDER_NICE))
 
 
 def _dispatch_lines(graph, hw, args: argparse.Namespace, rep) -> list[str]:
@@ -358,6 +380,8 @@ def _finish(args: argparse.Namespace, hw, res, rep, write, more: Sequence[str] =
     starts them: :meth:`staticsched.Compiled.start_write`), print the summary (then ``more``
     lines); the exit code. ``reference``: the verifier's NumPy reference, already started."""
     from staticsched.emit import phase_table, summary_lines
+    from staticsched.model.links import link_usage
+    from staticsched.model.traffic import gm_traffic
 
     choice = _outputs(args, len(res.schedule.ops))
     if _LEAVE_TO_EXIT is not None:
@@ -385,6 +409,10 @@ def _finish(args: argparse.Namespace, hw, res, rep, write, more: Sequence[str] =
             if pending is None:
                 pending = write(choice, None)
             paths = pending.finish()
+            # the GM traffic and link usage the summary prints (the files' workers computed
+            # their own): here, so that the phases account for them
+            gm_traffic(res.schedule.graph, res.schedule.hw)
+            link_usage(res.schedule)
     finally:
         if pending is not None:
             pending.close()

@@ -125,6 +125,7 @@ def compile_graph(
     link_policy: str = "auto",
     gap: float = DEFAULT_GAP,
     on_solved: Callable[[OpGraph], Any] | None = None,
+    on_final: Callable[[Schedule, Any], Any] | None = None,
 ) -> Compiled:
     """Lower, check, solve, plan sync and build the program.
 
@@ -133,7 +134,9 @@ def compile_graph(
     :class:`staticsched.progress.Progress`, or a callable taking one line). ``on_solved`` is
     called with the checked graph once the solver is done, before plan sync: work that needs
     nothing else can start there, beside sync planning and program building, which use one
-    CPU (the CLI starts the verifier's NumPy reference).
+    CPU (the CLI starts the verifier's NumPy reference). ``on_final`` is called with the final
+    schedule and the sync plan before the program is built (:func:`staticsched.emit.finalize`;
+    the CLI starts rendering the files that need no program).
     """
     bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers, gap=gap)
     if bad:
@@ -155,5 +158,5 @@ def compile_graph(
                         gap=gap)
         if on_solved is not None:
             on_solved(og)
-        final, program, plan = finalize(raw, mode=mode, progress=rep)
+        final, program, plan = finalize(raw, mode=mode, progress=rep, on_final=on_final)
     return Compiled(og, final, program, plan, rep.timings[done:])

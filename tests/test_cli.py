@@ -186,11 +186,21 @@ def test_early_reference_and_files_rendered_beside_the_verifier_change_nothing(t
         real(self, source, seed, beside)
 
     monkeypatch.setattr(reference_module.Reference, "__init__", spy)
+    # and the files that need no program start before it is built
+    without: list[bool] = []
+    real_start = files_module.start_outputs
+
+    def start(outdir, schedule, program, plan, **kw):
+        without.append(program is None)
+        return real_start(outdir, schedule, program, plan, **kw)
+
+    monkeypatch.setattr(files_module, "start_outputs", start)
     example = EXAMPLES / "matmul_bias_gelu.json"
     code, out, _ = run_cli(["schedule", example, "--hw", "seed-davinci", "-o", tmp_path / "a", "--quiet"],
                            capsys)
     assert code == 0 and "verification : clean" in out, out
     assert started == [True], "the verifier did not use the reference started early"
+    assert without == [True], "the files did not start before the program was built"
     code, _, _ = run_cli(["schedule", example, "--hw", "seed-davinci", "-o", tmp_path / "b", "--quiet",
                           "--no-verify"], capsys)
     assert code == 0

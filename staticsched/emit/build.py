@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import attrs
@@ -440,7 +440,8 @@ def _timing(schedule: Schedule, plan: SyncPlan) -> Replayed:
 
 
 def finalize(
-    schedule: Schedule, mode: str = "flags", progress: Progress | None = None
+    schedule: Schedule, mode: str = "flags", progress: Progress | None = None,
+    on_final: Callable[[Schedule, SyncPlan], Any] | None = None,
 ) -> tuple[Schedule, Program, SyncPlan]:
     """Plan sync, build the program and time it: the last step before writing files.
 
@@ -454,6 +455,9 @@ def finalize(
         ``"timed"``: the same streams without flags, each instruction at its timetable cycle.
     progress : Progress, optional
         Reports the ``plan sync`` and ``build program`` phases.
+    on_final : callable, optional
+        Called with the schedule returned and the plan as soon as they are known, before the
+        program is built (the CLI starts rendering the files that need no program there).
 
     Returns
     -------
@@ -478,6 +482,8 @@ def finalize(
         with rep.phase("build program"):
             # a timed program has no flags, so the schedule it describes has no events either
             timed = attrs.evolve(schedule, events=(), planned_makespan=schedule.makespan)
+            if on_final is not None:
+                on_final(timed, plan)
             return timed, build_program(timed, plan), plan
     with rep.phase("plan sync"):
         plan = plan_sync(schedule, progress=rep)
@@ -494,4 +500,6 @@ def finalize(
             plan = attrs.evolve(barred, stats=attrs.evolve(barred.stats, barriers=tuple(choices)))
             played = replayed or played
         final = _played(schedule, plan, played)
+        if on_final is not None:
+            on_final(final, plan)
         return final, _program(final, plan, played, "flags"), plan

@@ -139,18 +139,24 @@ def render_outputs(
 
 
 def _streams(
-    schedule: Schedule, program: Program, plan: SyncPlan, names: Sequence[str]
+    schedule: Schedule, program: Program | None, plan: SyncPlan, names: Sequence[str]
 ) -> dict[str, Callable[[], Iterator[bytes]]]:
     """Per file, a function giving its bytes in chunks (nothing is rendered before it is
-    called)."""
+    called; without a program, no file of :data:`PROGRAM_FILES` may be among ``names``)."""
+
+    def built() -> Program:
+        if program is None:
+            raise ValueError("the program's files need the program")
+        return program
+
     # modules are looked up at call time, so a test can replace one renderer with a failing one
     renderers: dict[str, Callable[[], Iterable[str]]] = {
         "timetable.json": lambda: timetable.iter_timetable_json(schedule, plan),
         "timetable.csv": lambda: timetable.iter_timetable_csv(schedule),
         "timetable.txt": lambda: timetable.iter_timetable_text(schedule, plan),
-        "program.txt": lambda: program_text.iter_program_text(program),
-        "program.json": lambda: program_json.iter_program_json(program),
-        "bundles.txt": lambda: bundles.iter_bundles(program),
+        "program.txt": lambda: program_text.iter_program_text(built()),
+        "program.json": lambda: program_json.iter_program_json(built()),
+        "bundles.txt": lambda: bundles.iter_bundles(built()),
         "trace.json": lambda: trace.iter_trace(schedule),
         "gantt.svg": lambda: (gantt.render_gantt(schedule),),
     }
@@ -267,7 +273,7 @@ def write_outputs(
 def start_outputs(
     outdir: str | Path,
     schedule: Schedule,
-    program: Program,
+    program: Program | None,
     plan: SyncPlan,
     *,
     outputs: Sequence[str] | OutputChoice | None = None,
@@ -278,16 +284,20 @@ def start_outputs(
 ) -> PendingOutputs:
     """:func:`write_outputs`, started: a large program's files are rendered into the temporary
     directory by forked workers from now on, so that the caller can go on with other work (the
-    CLI verifies the program meanwhile); :meth:`PendingOutputs.finish` moves them into place.
+    CLI builds and verifies the program meanwhile); :meth:`PendingOutputs.finish` moves them
+    into place.
 
     Parameters are those of :func:`write_outputs`, and
 
+    program
+        None when it is not built yet: the files that need it (:data:`PROGRAM_FILES`) start
+        with :meth:`PendingOutputs.add_program`, the others now.
     processes
         Worker processes for a program of more than :data:`LARGE_PROGRAM_OPS` ops (default
         one per CPU). A smaller program's files are rendered by ``finish``, here.
     nice
-        Added to the workers' niceness: the CLI renders at 10 beside the verifier, whose
-        processes then keep the CPUs, and the files take what they leave.
+        Added to the workers' niceness: the CLI renders at 10 beside program building and the
+        verifier, whose processes then keep the CPUs, and the files take what they leave.
     """
     outdir = Path(outdir)
     extra = dict(extra_files or {})
@@ -296,24 +306,34 @@ def start_outputs(
         outputs, compress=compress, ops=len(schedule.ops))
     if outdir.exists() and not outdir.is_dir():
         raise InputError(f"{outdir}: exists and is not a directory")
-    files = _streams(schedule, program, plan, choice.names)
-    for name in sorted(extra):
-        files[name] = functools.partial(iter, (_encode(extra[name]),))
-    # a large program's files are rendered side by side in forked workers: each file is a
-    # pure function of the schedule, so the bytes do not depend on it
+    names = [*choice.names, *sorted(extra)]
+    later = [n for n in choice.names if program is None and _base(n) in PROGRAM_FILES]
     large = len(schedule.ops) > LARGE_PROGRAM_OPS
     workers = (cpus() if processes is None else processes) if large else 0
-    workers = min(max(0, workers), len(files))
-    if workers:
+    if workers and program is not None:
         # kept with the graph before the fork: the files' workers and then the summary
         # printed in this process all ask for them
         gm_traffic(schedule.graph, schedule.hw)
         link_usage(schedule)
+    files = _streams(schedule, program, plan, [n for n in choice.names if n not in later])
+    for name in sorted(extra):
+        files[name] = functools.partial(iter, (_encode(extra[name]),))
     try:
         with paused():
-            return PendingOutputs(outdir, files, workers, nice)
+            pending = PendingOutputs(outdir, names)
+            pending.later = (later, schedule, plan) if later else None
+            pending.start(files, workers, nice)
+            return pending
     except OSError as exc:
         raise _unwritable(outdir, exc) from None
+
+
+#: the files that need the program (the others need the schedule and the sync plan only)
+PROGRAM_FILES = ("program.txt", "program.json", "bundles.txt")
+
+
+def _base(name: str) -> str:
+    return name[:-3] if name.endswith(".gz") else name
 
 
 #: the niceness a worker process has added to its own (os.nice adds on every call)
@@ -338,15 +358,23 @@ class PendingOutputs:
     """Output files being rendered into a temporary directory next to ``outdir``
     (:func:`start_outputs`); :meth:`finish` moves them into place, :meth:`close` drops them."""
 
-    def __init__(self, outdir: Path, files: dict[str, Callable[[], Iterator[bytes]]],
-                 processes: int, nice: int = 0) -> None:
-        self.outdir, self.names = outdir, list(files)
-        self.rendering: Mapped | None = None
+    def __init__(self, outdir: Path, names: list[str]) -> None:
+        self.outdir, self.names = outdir, names
+        self.renderings: list[Mapped] = []
+        #: the files still waiting for the program, with the schedule and plan they show
+        self.later: tuple[list[str], Schedule, SyncPlan] | None = None
         outdir.parent.mkdir(parents=True, exist_ok=True)
         self.tmp: Path | None = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.partial-",
                                                       dir=outdir.parent))
+
+    def start(self, files: dict[str, Callable[[], Iterator[bytes]]], processes: int, nice: int = 0) -> None:
+        """Render ``files`` into the temporary directory: in ``processes`` forked workers from
+        now on, their niceness raised by ``nice``, or (none) here in :meth:`finish`."""
         tmp = self.tmp
+        if tmp is None:
+            raise RuntimeError("PendingOutputs.start after finish or close")
         here = os.getpid()
+        processes = min(max(0, processes), len(files))
 
         def write(name: str) -> None:
             if nice and processes and os.getpid() != here:
@@ -356,10 +384,22 @@ class PendingOutputs:
 
         try:
             # the workers take the files in this order, one at a time
-            self.rendering = Mapped(write, self.names, processes)
+            self.renderings.append(Mapped(write, list(files), processes))
         except BaseException:
             self.close()
             raise
+
+    def add_program(self, program: Program, *, processes: int | None = None, nice: int = 0) -> None:
+        """Start the files that waited for the program (:func:`start_outputs` without one);
+        ``processes`` and ``nice`` as there."""
+        if self.later is None:
+            return
+        names, schedule, plan = self.later
+        self.later = None
+        large = len(schedule.ops) > LARGE_PROGRAM_OPS
+        workers = (cpus() if processes is None else processes) if large else 0
+        with paused():
+            self.start(_streams(schedule, program, plan, names), workers, nice)
 
     def finish(self) -> list[Path]:
         """Wait for (or, without workers, do) the rendering and move the files into place; a
@@ -370,13 +410,17 @@ class PendingOutputs:
         InputError
             When the files cannot be written (the message carries the system's reason).
         """
-        outdir, tmp, rendering = self.outdir, self.tmp, self.rendering
-        if tmp is None or rendering is None:
+        outdir, tmp = self.outdir, self.tmp
+        if tmp is None:
             raise RuntimeError("PendingOutputs.finish called twice or after close")
+        if self.later is not None:
+            self.close()
+            raise RuntimeError("PendingOutputs.finish before add_program: the program's files are missing")
         try:
             with paused():
-                rendering.get()
-                self.rendering = None
+                for rendering in self.renderings:
+                    rendering.get()
+                self.renderings = []
                 tmp.chmod(dir_mode())
                 try:
                     # a missing (or empty) outdir appears complete, in one step
@@ -394,9 +438,9 @@ class PendingOutputs:
     def close(self) -> None:
         """Stop the workers and remove the temporary directory (idempotent; after
         :meth:`finish`, only what is left of it)."""
-        if self.rendering is not None:
-            self.rendering.close()
-            self.rendering = None
+        for rendering in self.renderings:
+            rendering.close()
+        self.renderings = []
         if self.tmp is not None:
             if self.tmp.exists():
                 shutil.rmtree(self.tmp, ignore_errors=True)

@@ -428,7 +428,7 @@ def test_started_outputs_render_in_a_worker_and_appear_at_finish(tmp_path, doubl
     plain = write_outputs(tmp_path / "plain", *double_buffer)
     mine = os.nice(0)
     pending = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1, nice=5)
-    assert pending.rendering is not None and pending.rendering.pool is not None, "no worker started"
+    assert [r.pool is not None for r in pending.renderings] == [True], "no worker started"
     assert not (tmp_path / "out").exists()
     paths = pending.finish()
     assert [p.name for p in paths] == [p.name for p in plain]
@@ -478,3 +478,25 @@ def test_started_outputs_render_at_the_niceness_asked_for(tmp_path, double_buffe
     paths = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1, nice=5).finish()
     assert {p.read_text() for p in paths} == {str(min(19, mine + 5))}
     assert os.nice(0) == mine
+
+
+def test_files_started_before_the_program_are_the_same_files(tmp_path, double_buffer, monkeypatch):
+    # the CLI starts the timetable, trace and Gantt chart once the schedule is final, and the
+    # program's files once it is built: together they are what write_outputs writes
+    monkeypatch.setattr(files_module, "LARGE_PROGRAM_OPS", 0)
+    schedule, program, plan = double_buffer
+    plain = write_outputs(tmp_path / "plain", schedule, program, plan, outputs=["all"])
+    pending = files_module.start_outputs(tmp_path / "out", schedule, None, plan, outputs=["all"],
+                                         processes=1, nice=5)
+    with pytest.raises(RuntimeError, match="before add_program"):
+        pending.finish()
+    pending = files_module.start_outputs(tmp_path / "out", schedule, None, plan, outputs=["all"],
+                                         processes=1)
+    assert len(pending.renderings) == 1 and pending.later is not None
+    assert sorted(pending.later[0]) == sorted(files_module.PROGRAM_FILES)
+    pending.add_program(program, processes=1)
+    paths = pending.finish()
+    assert [p.name for p in paths] == [p.name for p in plain]
+    for a, b in zip(paths, plain, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "plain"]
