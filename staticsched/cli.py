@@ -376,9 +376,10 @@ def _start(args: argparse.Namespace):
 
 def _finish(args: argparse.Namespace, hw, res, rep, write, more: Sequence[str] = (),
             reference=None) -> int:
-    """Verify the program (unless --no-verify), write the files (``write(choice, processes)``
-    starts them: :meth:`staticsched.Compiled.start_write`), print the summary (then ``more``
-    lines); the exit code. ``reference``: the verifier's NumPy reference, already started."""
+    """Verify the program (unless --no-verify), write the files (``write(choice, processes,
+    nice)`` starts them: :meth:`staticsched.Compiled.start_write`), print the summary (then
+    ``more`` lines); the exit code. ``reference``: the verifier's NumPy reference, already
+    started."""
     from staticsched.emit import phase_table, summary_lines
     from staticsched.model.links import link_usage
     from staticsched.model.traffic import gm_traffic

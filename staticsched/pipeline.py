@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -21,6 +21,9 @@ from staticsched.model.program import Program
 from staticsched.model.schedule import Schedule
 from staticsched.options import DEFAULT_GAP, DEFAULT_OP_BUDGET, option_problems
 from staticsched.progress import Progress, as_progress
+
+if TYPE_CHECKING:  # the emitter is imported when first called (see the module docstring)
+    from staticsched.emit.files import PendingOutputs
 
 
 @attrs.frozen
@@ -71,7 +74,7 @@ class Compiled:
         extra_files: Mapping[str, str | bytes] | None = None,
         processes: int | None = None,
         nice: int = 0,
-    ) -> Any:
+    ) -> PendingOutputs:
         """:meth:`write`, started: a large program's files render in forked workers (at most
         ``processes``, their niceness raised by ``nice``) while the caller goes on; the
         result's ``finish()`` moves them into place and returns the paths

@@ -308,8 +308,7 @@ def start_outputs(
         raise InputError(f"{outdir}: exists and is not a directory")
     names = [*choice.names, *sorted(extra)]
     later = [n for n in choice.names if program is None and _base(n) in PROGRAM_FILES]
-    large = len(schedule.ops) > LARGE_PROGRAM_OPS
-    workers = (cpus() if processes is None else processes) if large else 0
+    workers = _workers(schedule, processes)
     if workers and program is not None:
         # kept with the graph before the fork: the files' workers and then the summary
         # printed in this process all ask for them
@@ -334,6 +333,14 @@ PROGRAM_FILES = ("program.txt", "program.json", "bundles.txt")
 
 def _base(name: str) -> str:
     return name[:-3] if name.endswith(".gz") else name
+
+
+def _workers(schedule: Schedule, processes: int | None) -> int:
+    """Worker processes for a schedule's files: ``processes`` (default one per CPU) for a large
+    program, none (rendered by ``finish``) otherwise."""
+    if len(schedule.ops) <= LARGE_PROGRAM_OPS:
+        return 0
+    return cpus() if processes is None else processes
 
 
 #: the niceness a worker process has added to its own (os.nice adds on every call)
@@ -377,7 +384,7 @@ class PendingOutputs:
         processes = min(max(0, processes), len(files))
 
         def write(name: str) -> None:
-            if nice and processes and os.getpid() != here:
+            if nice and os.getpid() != here:  # a worker's, never this process's
                 _lower_priority(nice)
             _write_file(tmp / name, files[name]())
             (tmp / name).chmod(file_mode())
@@ -396,10 +403,8 @@ class PendingOutputs:
             return
         names, schedule, plan = self.later
         self.later = None
-        large = len(schedule.ops) > LARGE_PROGRAM_OPS
-        workers = (cpus() if processes is None else processes) if large else 0
         with paused():
-            self.start(_streams(schedule, program, plan, names), workers, nice)
+            self.start(_streams(schedule, program, plan, names), _workers(schedule, processes), nice)
 
     def finish(self) -> list[Path]:
         """Wait for (or, without workers, do) the rendering and move the files into place; a

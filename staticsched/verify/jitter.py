@@ -218,8 +218,10 @@ def start(
         findings are merged in replay order, so the result does not depend on it.
     """
     rng = np.random.default_rng(seed)
-    bases = _bases(ix, nominal) if count else None
-    durations = [_draw(rng, *bases) for _ in range(count)] if bases is not None else []
+    durations: list[list[int]] = []
+    if count:
+        base, is_op = _bases(ix, nominal)
+        durations = [_draw(rng, base, is_op) for _ in range(count)]
     fast = None
     if nominal is not None and data is None and StaticPairs.applies(ix, nominal, reuse_rule_kept):
         fast = StaticPairs(ix, nominal)
