@@ -469,6 +469,21 @@ def test_link_usage_is_computed_once_per_schedule():
     assert link_usage(schedule) == first
 
 
+def test_what_the_files_share_is_computed_with_the_collector_paused(tmp_path, double_buffer, monkeypatch):
+    # a large program's link use and GM traffic are computed here before the workers fork; the
+    # first collection after a paused phase would walk the whole heap (seconds on a chip)
+    import gc
+
+    monkeypatch.setattr(files_module, "LARGE_PROGRAM_OPS", 0)
+    seen = []
+    real = files_module.link_usage
+    monkeypatch.setattr(files_module, "link_usage", lambda s: seen.append(gc.isenabled()) or real(s))
+    gc.enable()
+    files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1).finish()
+    assert seen == [False]
+    assert gc.isenabled()
+
+
 def test_started_outputs_render_at_the_niceness_asked_for(tmp_path, double_buffer, monkeypatch):
     # the CLI's renderer yields the CPUs to the verifier: each file here records the niceness
     # of the process that wrote it
