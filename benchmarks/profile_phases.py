@@ -63,15 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     real_phase = Progress.phase
 
     @contextlib.contextmanager
-    def profiled(self: Progress, name: str) -> Iterator[None]:
+    def profiled(self: Progress, name: str, earlier: float = 0.0) -> Iterator[None]:
         prof = cProfile.Profile()
         t0 = time.monotonic()
-        with real_phase(self, name):
+        with real_phase(self, name, earlier):
             prof.enable()
             try:
                 yield
             finally:
                 prof.disable()
+        # work started earlier, beside another phase, is that phase's profile: only the wall
+        # time spent here is this phase's
         profiles.append((name, time.monotonic() - t0, pstats.Stats(prof, stream=io.StringIO())))
 
     Progress.phase = profiled  # type: ignore[method-assign]
