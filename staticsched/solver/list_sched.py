@@ -92,6 +92,9 @@ LINK_VARIANTS = (
     Variant("order", "graph", patient=False),
     Variant("critical", "release", patient=False),
 )
+#: the variants run before the list scheduler first asks whether its best is short enough
+#: (``enough``): the critical-path and the graph-order rule, side by side on a 2-CPU machine
+FIRST_BATCH = 2
 #: problems of at least this many ops run their variants in forked workers: below it a fork
 #: costs more than a variant's run
 PARALLEL_OPS = 5_000
@@ -103,7 +106,8 @@ SCAN_LIMIT = 64
 
 
 def list_schedule(
-    prob: Problem, variants: Sequence[Variant] = VARIANTS, fallbacks: Sequence[Variant] = FALLBACKS
+    prob: Problem, variants: Sequence[Variant] = VARIANTS, fallbacks: Sequence[Variant] = FALLBACKS,
+    *, enough: int = -1,
 ) -> Timetable | Stuck:
     """List-schedule ``prob``: the best timetable over the variants.
 
@@ -115,6 +119,11 @@ def list_schedule(
         Ways to run the scheduler; the fallbacks run only if no variant finished. The
         default variants grow by :data:`RELEASE_VARIANTS` (no binding event-id pool) and
         :data:`LINK_VARIANTS` (transfers on shared links); a caller's own tuple is run as given.
+    enough
+        A makespan short enough to stop at: once a timetable this short is found, the variants
+        not yet run are not run (the caller's gap limit: :func:`.budget.gap_target`). The
+        variants run in fixed batches (:func:`_batches`), so where they stop depends neither
+        on timing nor on the machine. -1 (the default): every variant runs.
 
     Returns
     -------
@@ -124,20 +133,20 @@ def list_schedule(
         where it got stuck.
     """
     if variants is VARIANTS and fallbacks is FALLBACKS:
-        return _default_schedule(prob)
-    return _list_schedule(prob, variants, fallbacks)
+        return _default_schedule(prob, enough)
+    return _list_schedule(prob, variants, fallbacks, enough)
 
 
 @functools.lru_cache(maxsize=4)
-def _default_schedule(prob: Problem) -> Timetable | Stuck:
+def _default_schedule(prob: Problem, enough: int) -> Timetable | Stuck:
     """The default variants' schedule, once per problem: the coupled-link start list-schedules
     a split's problems as a candidate, and then again when it chooses that split (a pure
     function of the frozen problem, so the result is the same)."""
-    return _list_schedule(prob, VARIANTS, FALLBACKS)
+    return _list_schedule(prob, VARIANTS, FALLBACKS, enough)
 
 
 def _list_schedule(
-    prob: Problem, variants: Sequence[Variant], fallbacks: Sequence[Variant]
+    prob: Problem, variants: Sequence[Variant], fallbacks: Sequence[Variant], enough: int = -1,
 ) -> Timetable | Stuck:
     prep = Prep(prob)
     best: Timetable | None = None
@@ -147,19 +156,31 @@ def _list_schedule(
         if any(b.binding for b in prob.budgets):
             extra = tuple(v for v in extra if v.alloc != "release")
         variants = (*variants, *extra)
+    run = functools.partial(run_variant, prob, prep)
     for group in (variants, fallbacks):
-        # the variants are independent runs: a big problem's run side by side in forked
-        # workers, one per CPU (the results, in variant order, do not depend on it)
-        processes = min(cpus(), len(group)) if prob.n >= PARALLEL_OPS else 0
-        for res in Mapped(functools.partial(run_variant, prob, prep), group, processes).get():
-            if isinstance(res, Stuck):
-                first_stuck = first_stuck or res
-            elif best is None or res.makespan < best.makespan:
-                best = res
+        for batch in _batches(group):
+            # the variants are independent runs: a big problem's run side by side in forked
+            # workers, one per CPU (the results, in variant order, do not depend on it)
+            processes = min(cpus(), len(batch)) if prob.n >= PARALLEL_OPS else 0
+            for res in Mapped(run, batch, processes).get():
+                if isinstance(res, Stuck):
+                    first_stuck = first_stuck or res
+                elif best is None or res.makespan < best.makespan:
+                    best = res
+            if best is not None and best.makespan <= enough:
+                return best
         if best is not None:
             return best
     assert first_stuck is not None
     return first_stuck
+
+
+def _batches(group: Sequence[Variant]) -> list[Sequence[Variant]]:
+    """The variants in the batches after which the list scheduler may stop: the first
+    :data:`FIRST_BATCH`, then the rest together (side by side, a pool balances their unequal
+    lengths). Fixed by the group alone, not by the CPUs: the same variants run, and the same
+    timetable comes out, on every machine."""
+    return [b for b in (group[:FIRST_BATCH], group[FIRST_BATCH:]) if b]
 
 
 def run_variant(

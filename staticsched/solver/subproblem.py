@@ -116,13 +116,16 @@ def solve_problem(
     shape = Shape.of(prob)
     exact = model_is_exact(prob)
     bound = lower_bound(prob)
-    found = list_schedule(prob)
+    # the gap limit stops the list scheduler's variants too: once one is within it, the others
+    # could gain less than the gap (gap 0: only a variant at the bound stops them)
+    target = gap_target(bound.value, gap)
+    found = list_schedule(prob, enough=target)
     if isinstance(found, Stuck) and any(sp.capped for sp in prob.spaces):
         # the flag slots left some op no room: the spaces' full capacity (the sync planner
         # then fits the ids, with credits or the baton)
         prob = relax_flag_slots(prob)
         exact = model_is_exact(prob)
-        found = list_schedule(prob)
+        found = list_schedule(prob, enough=target)
     if start is not None and (isinstance(found, Stuck) or start.makespan < found.makespan):
         found = start
     relaxed = False
@@ -138,7 +141,7 @@ def solve_problem(
             # nothing memory explains) is solved without them and the planner makes the ids fit
             prob = relax_event_budgets(prob)
             relaxed = True
-            rescued = list_schedule(prob)
+            rescued = list_schedule(prob, enough=target)
         if isinstance(rescued, Stuck):
             return SubResult((), (), 0, bound.value, bound.source, "heuristic", "list", 0, stuck=rescued)
         found = rescued
@@ -149,7 +152,6 @@ def solve_problem(
     status = "optimal" if list_ms <= bound.value else "heuristic"
     stop = STOP_OPTIMAL if status == "optimal" else "list"
     # the search stops once an incumbent is proven within the gap of the bound
-    target = gap_target(bound.value, gap)
     if method == "cpsat" and status != "optimal" and list_ms <= target:
         stop = STOP_GAP
     cp_ms, cp_status, cp_bound, det_used = -1, "", -1, 0.0

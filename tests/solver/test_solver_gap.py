@@ -66,3 +66,40 @@ def test_a_bad_gap_is_one_line(bad):
     graph, hw = jobshop(FT06)
     with pytest.raises(InputError, match="gap must be"):
         solve(graph, hw, gap=bad)
+
+
+def _variants_run(monkeypatch, prob, **kw):
+    from staticsched.solver import list_sched
+
+    ran: list[str] = []
+    monkeypatch.undo()  # an earlier call's counter
+    real = list_sched.run_variant
+
+    def counted(prob, prep, var, given=None):
+        ran.append(var.name)
+        return real(prob, prep, var, given)
+
+    monkeypatch.setattr(list_sched, "run_variant", counted)
+    list_sched._default_schedule.cache_clear()
+    try:
+        return list_schedule(prob, **kw), ran
+    finally:
+        list_sched._default_schedule.cache_clear()
+
+
+def test_the_list_scheduler_stops_its_variants_at_the_gap(monkeypatch):
+    from staticsched.solver.list_sched import FIRST_BATCH
+
+    graph, hw = jobshop(LA01)
+    (prob, _), = build_problems(graph, hw)
+    every, all_ran = _variants_run(monkeypatch, prob)
+    assert not isinstance(every, Stuck)
+    assert len(all_ran) > FIRST_BATCH
+    # a target the first batch meets: the other variants are not run
+    first, ran = _variants_run(monkeypatch, prob, enough=10**9)
+    assert ran == all_ran[:FIRST_BATCH]
+    assert not isinstance(first, Stuck) and first.makespan >= every.makespan
+    # a target no variant meets (below the best): every variant runs, and the result is theirs
+    same, ran = _variants_run(monkeypatch, prob, enough=every.makespan - 1)
+    assert ran == all_ran
+    assert same == every
