@@ -296,3 +296,24 @@ def test_the_kept_link_candidate_trades_its_promise_only_for_more_than_it_breaks
     # no candidate keeps its plan: the fastest
     a, b = cand(0, 120, 100), cand(1, 130, 100)
     assert _keep([b, a])[0] is a
+
+
+def test_the_candidates_replayed_side_by_side_give_the_same_choice(monkeypatch):
+    # unequal_mm1000_hbm: a coupled plan whose three candidates are replayed with the links
+    # shared (a chip's replays run in forked workers; this one is below the size that does)
+    import sys
+
+    from common import EXAMPLES
+
+    from staticsched.frontend.taskgraph import load_graph
+    from staticsched.pipeline import as_opgraph
+    from staticsched.solver import solve
+
+    hw = preset("seed-davinci-hbm")
+    graph = as_opgraph(load_graph(EXAMPLES / "unequal_mm1000_hbm.json"), hw)
+    alone = solve(graph, hw, method="list", gap=0.001)
+    monkeypatch.setattr(sys.modules["staticsched.solver.solve"], "PARALLEL_OPS", 1)
+    beside = solve(graph, hw, method="list", gap=0.001)
+    assert dict(alone.stats)["link_replays"].count("(plan ") == 3
+    assert dict(beside.stats)["link_replays"] == dict(alone.stats)["link_replays"]
+    assert beside.ops == alone.ops and beside.items == alone.items
