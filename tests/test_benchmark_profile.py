@@ -3,8 +3,9 @@ replaces ``Progress.phase``, so a new argument there broke it once without a fai
 
 from __future__ import annotations
 
+from common import EXAMPLES
+
 from benchmarks import profile_phases
-from tests.common import EXAMPLES
 
 
 def test_profile_phases_profiles_every_phase_of_a_schedule_run(capsys):

@@ -159,10 +159,9 @@ def _list_schedule(
     run = functools.partial(run_variant, prob, prep)
     for group in (variants, fallbacks):
         for batch in _batches(group):
-            # the variants are independent runs: a big problem's run side by side in forked
-            # workers, one per CPU (the results, in variant order, do not depend on it)
-            processes = min(cpus(), len(batch)) if prob.n >= PARALLEL_OPS else 0
-            for res in Mapped(run, batch, processes).get():
+            # the variants are independent runs (the results, in variant order, do not depend
+            # on where they run)
+            for res in Mapped(run, batch, side_by_side(prob.n, len(batch))).get():
                 if isinstance(res, Stuck):
                     first_stuck = first_stuck or res
                 elif best is None or res.makespan < best.makespan:
@@ -173,6 +172,12 @@ def _list_schedule(
             return best
     assert first_stuck is not None
     return first_stuck
+
+
+def side_by_side(ops: int, runs: int) -> int:
+    """Forked workers for ``runs`` independent runs over a problem (or graph) of ``ops`` ops:
+    one per CPU from :data:`PARALLEL_OPS` ops on, none below it (a fork costs more than a run)."""
+    return min(cpus(), runs) if ops >= PARALLEL_OPS else 0
 
 
 def _batches(group: Sequence[Variant]) -> list[Sequence[Variant]]:

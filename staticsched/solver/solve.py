@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import attrs
 
-from staticsched._workers import Mapped, cpus
+from staticsched._workers import Mapped
 from staticsched.errors import InputError
 from staticsched.model.hardware import Hardware
 from staticsched.model.opgraph import OpGraph
@@ -36,7 +36,7 @@ from staticsched.solver.explain import precheck
 from staticsched.solver.families.links import transfers_of
 from staticsched.solver.fluid_replay import replayed_makespan
 from staticsched.solver.linkplan import LinkPlan, plan_links
-from staticsched.solver.list_sched import PARALLEL_OPS, Timetable
+from staticsched.solver.list_sched import Timetable, side_by_side
 from staticsched.solver.problem import Problem, ProblemMap, relax_event_budgets
 from staticsched.solver.runners import Run, assembled_makespan, solve_pairs
 from staticsched.solver.subproblem import HOLDS, RANK, SubResult
@@ -152,9 +152,8 @@ def solve(
         out = [("coupled search", _assemble(graph, hw, solved_pairs, results, run, 0.0, lp, bound))]
         out += [(name, _assemble(graph, hw, *cand, run, 0.0, lp, bound)) for name, _, cand in cands]
         # independent replays of a few seconds each on a chip: side by side in forked workers
-        processes = min(cpus(), len(out)) if len(graph.ops) >= PARALLEL_OPS else 0
         spans = Mapped(functools.partial(replayed_makespan, transfers=transfers), [sch for _, sch in out],
-                       processes).get()
+                       side_by_side(len(graph.ops), len(out))).get()
         played = [(span, k, name, sch) for k, ((name, sch), span) in enumerate(zip(out, spans, strict=True))]
         kept, why = _keep(played)
         _, _, name, chosen = kept

@@ -13,7 +13,7 @@ import math
 import attrs
 import numpy as np
 import pytest
-from common import examples, preset
+from common import EXAMPLES, examples, preset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import fluid_segments
@@ -22,9 +22,11 @@ from strategies import taskgraphs
 from staticsched.api import compile_graph
 from staticsched.emit import dumps_program_text, parse_program_text
 from staticsched.explore.overrides import override_hardware
-from staticsched.frontend.taskgraph import taskgraph_from_dict
+from staticsched.frontend.taskgraph import load_graph, taskgraph_from_dict
 from staticsched.model.hardware_toml import hardware_document
 from staticsched.model.program import Program
+from staticsched.pipeline import as_opgraph
+from staticsched.solver import list_sched, solve
 from staticsched.verify import verify
 
 
@@ -301,18 +303,10 @@ def test_the_kept_link_candidate_trades_its_promise_only_for_more_than_it_breaks
 def test_the_candidates_replayed_side_by_side_give_the_same_choice(monkeypatch):
     # unequal_mm1000_hbm: a coupled plan whose three candidates are replayed with the links
     # shared (a chip's replays run in forked workers; this one is below the size that does)
-    import sys
-
-    from common import EXAMPLES
-
-    from staticsched.frontend.taskgraph import load_graph
-    from staticsched.pipeline import as_opgraph
-    from staticsched.solver import solve
-
     hw = preset("seed-davinci-hbm")
     graph = as_opgraph(load_graph(EXAMPLES / "unequal_mm1000_hbm.json"), hw)
     alone = solve(graph, hw, method="list", gap=0.001)
-    monkeypatch.setattr(sys.modules["staticsched.solver.solve"], "PARALLEL_OPS", 1)
+    monkeypatch.setattr(list_sched, "PARALLEL_OPS", 1)
     beside = solve(graph, hw, method="list", gap=0.001)
     assert dict(alone.stats)["link_replays"].count("(plan ") == 3
     assert dict(beside.stats)["link_replays"] == dict(alone.stats)["link_replays"]

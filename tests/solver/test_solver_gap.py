@@ -6,10 +6,10 @@ from schedcases import FT06, LA01, jobshop
 
 from staticsched.errors import InputError
 from staticsched.options import option_problems
-from staticsched.solver import solve
+from staticsched.solver import list_sched, solve
 from staticsched.solver.budget import STOP_GAP, Clock, gap_target
 from staticsched.solver.decompose import build_problems
-from staticsched.solver.list_sched import Stuck, list_schedule
+from staticsched.solver.list_sched import FIRST_BATCH, Stuck, list_schedule
 from staticsched.solver.lns import improve_lns
 
 
@@ -68,16 +68,15 @@ def test_a_bad_gap_is_one_line(bad):
         solve(graph, hw, gap=bad)
 
 
-def _variants_run(monkeypatch, prob, **kw):
-    from staticsched.solver import list_sched
+_RUN_VARIANT = list_sched.run_variant
 
+
+def _variants_run(monkeypatch, prob, **kw):
     ran: list[str] = []
-    monkeypatch.undo()  # an earlier call's counter
-    real = list_sched.run_variant
 
     def counted(prob, prep, var, given=None):
         ran.append(var.name)
-        return real(prob, prep, var, given)
+        return _RUN_VARIANT(prob, prep, var, given)
 
     monkeypatch.setattr(list_sched, "run_variant", counted)
     list_sched._default_schedule.cache_clear()
@@ -88,8 +87,6 @@ def _variants_run(monkeypatch, prob, **kw):
 
 
 def test_the_list_scheduler_stops_its_variants_at_the_gap(monkeypatch):
-    from staticsched.solver.list_sched import FIRST_BATCH
-
     graph, hw = jobshop(LA01)
     (prob, _), = build_problems(graph, hw)
     every, all_ran = _variants_run(monkeypatch, prob)
