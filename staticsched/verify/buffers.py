@@ -33,12 +33,14 @@ def views(
     a bounded space's buffer has a row per lane, as long as the longest of theirs, and every
     view a leading lanes axis. Every bounded item's offset must suit its dtype
     (``numeric._placeable``)."""
-    members = None if lanes is None else set(lanes)
     rows = () if lanes is None else (len(lanes),)
+    by_core = ix.bounded_items()
+    # a lockstep class's cores only: a chip declares ~10^5 items
+    chosen = list(by_core.values()) if lanes is None else [by_core.get(c, []) for c in sorted(set(lanes))]
     spans: dict[tuple[int, str], int] = {}
-    for it in ix.items.values():
-        if ix.is_bounded(it.name) and (members is None or it.core in members):
-            key = (it.core if members is None else -1, it.space)
+    for items in chosen:
+        for it in items:
+            key = (it.core if lanes is None else -1, it.space)
             need = math.prod(it.shape) * numpy_dtype(it.dtype).itemsize if it.dtype and it.shape else 0
             spans[key] = max(spans.get(key, ix.hw.space(it.space).capacity), it.offset + max(it.bytes, need))
     bufs = {key: poison((*rows, size), "uint8") for key, size in sorted(spans.items())}
@@ -50,7 +52,7 @@ def views(
         dtype = numpy_dtype(it.dtype)
         nbytes = math.prod(it.shape) * dtype.itemsize
         if ix.is_bounded(name):
-            raw = bufs[(it.core if members is None else -1, it.space)][..., it.offset : it.offset + nbytes]
+            raw = bufs[(it.core if lanes is None else -1, it.space)][..., it.offset : it.offset + nbytes]
         else:
             raw = poison((*rows, max(nbytes, it.bytes)), "uint8")[..., :nbytes]
         out[name] = raw.view(dtype).reshape((*rows, *it.shape))

@@ -105,6 +105,15 @@ def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Findin
     sw = SeenWrites(ix)
     reuse: list[Finding] = []
     role, stream_of, accesses = ix.role, ix.stream_of, ix.accesses
+
+    def hb_of(v: list[int], cs: int) -> Callable[[Epoch], bool]:
+        def hb(e: Epoch) -> bool:
+            return comp[e[1]] == cs and e[2] <= v[local[e[1]]]
+
+        return hb
+
+    # a stream's clock is one list, updated in place: one test per stream, not per op
+    hbs = [hb_of(vcs[s], comp[s]) for s in range(nstreams)]
     for g in rep.order:
         s = stream_of[g]
         v = vcs[s]
@@ -114,11 +123,7 @@ def flags_pass(ix: ProgramIndex, rep: Replay) -> tuple[RaceDetector, list[Findin
             accs = accesses[g]
             if not accs:
                 continue
-            cs = comp[s]
-
-            def hb(e: Epoch, v: list[int] = v, cs: int = cs) -> bool:
-                return comp[e[1]] == cs and e[2] <= v[local[e[1]]]
-
+            hb = hbs[s]
             det.op(g, s, v[local[s]], accs, hb, df)
             sw.op((g, s, v[local[s]], ""), hb)
         elif r == SET:

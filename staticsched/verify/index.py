@@ -261,6 +261,17 @@ class ProgramIndex(StreamIndex, GmSegments):
             self._shapes = (shape_of, first)
         return self._shapes
 
+    def bounded_items(self) -> dict[int, list[ProgItem]]:
+        """The items of capacity-limited spaces by core, in declaration order (cached): what a
+        part of the numeric replay over some cores needs of a chip's ~10^5 items."""
+        if self._by_core is None:
+            by_core: dict[int, list[ProgItem]] = {}
+            for it in self.items.values():
+                if it.name in self._bounded:
+                    by_core.setdefault(it.core, []).append(it)
+            self._by_core = by_core
+        return self._by_core
+
     def flag_keys(self) -> list[Key]:
         """Every flag key used, sorted."""
         return sorted(set(self.sets_of) | set(self.waits_of))

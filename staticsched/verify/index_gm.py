@@ -83,13 +83,15 @@ class GmSegments(IndexState):
             # tuple.__new__ skips the NamedTuple constructor's Python frame (2 x 10^5 calls)
             item_access[0][name] = _new_tuple(Access, (label, segs, False, gm))
             item_access[1][name] = _new_tuple(Access, (label, segs, True, gm))
-        number = {name: k for k, name in enumerate(self.items)}
+        reads_of, writes_of = item_access
+        # per declared item (every one has segments): its number and its two accesses, one
+        # lookup per operand of a chip's ~5 x 10^5
+        known = {name: (k, reads_of[name], writes_of[name]) for k, name in enumerate(self.items)}
         # every (micro-op, declared item) operand: gid, item number, read position or -1, write
         a_gid: list[int] = []
         a_item: list[int] = []
         a_pos: list[int] = []
         a_write: list[int] = []
-        reads_of, writes_of = item_access
         written_items: set[str] = set()
         for gid in range(self.n):
             if role[gid] != OP:
@@ -97,25 +99,21 @@ class GmSegments(IndexState):
             ins = instr[gid]
             acc = []
             for pos, name in enumerate(ins.reads):
-                k = number.get(name)
-                if k is not None:
+                got = known.get(name)
+                if got is not None:
                     a_gid.append(gid)
-                    a_item.append(k)
+                    a_item.append(got[0])
                     a_pos.append(pos)
                     a_write.append(0)
-                a = reads_of.get(name)
-                if a is not None:
-                    acc.append(a)
+                    acc.append(got[1])
             for name in ins.writes:
-                k = number.get(name)
-                if k is not None:
+                got = known.get(name)
+                if got is not None:
                     a_gid.append(gid)
-                    a_item.append(k)
+                    a_item.append(got[0])
                     a_pos.append(-1)
                     a_write.append(1)
-                a = writes_of.get(name)
-                if a is not None:
-                    acc.append(a)
+                    acc.append(got[2])
                     written_items.add(name)
             for g in gm_by_gid.get(gid, ()):
                 key = (g.tensor, g.region, g.write)

@@ -137,6 +137,7 @@ class IndexState:
         self._item_segs: dict[str, tuple[int, ...]] = {}
         self._bounded: set[str] = set()
         self._shapes: tuple[list[int], list[int]] | None = None
+        self._by_core: dict[int, list[ProgItem]] | None = None
         self._missing: dict[tuple[str, ...], list[str]] = {}
 
 

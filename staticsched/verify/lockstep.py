@@ -57,8 +57,11 @@ def classes(ix: ProgramIndex, events: list[tuple[int, int, int, int]]) -> list[L
         per_core[core[g]].append((phase, g))
     # where a bounded item lies is the same key on every core; an unbounded one is numbered
     # per core (:func:`_signature`)
+    # (of these cores' items only: an op's bounded item lies on its own core, else the index
+    # has an input finding and no numeric replay runs)
+    by_core = ix.bounded_items()
     places = {it.name: (it.space, it.offset, it.dtype, it.shape)
-              for it in ix.items.values() if ix.is_bounded(it.name)}
+              for c in per_core for it in by_core.get(c, ())}
     lane_kinds = frozenset(name for name, kind in KINDS.items() if kind.lanes)
     by_sig: dict[tuple, list[int]] = {}
     seqs: dict[int, tuple[list[tuple[int, int, int]], list[int]]] = {}

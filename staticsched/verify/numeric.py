@@ -116,7 +116,8 @@ def run(
     Returns
     -------
     gm, findings
-        Every GM tensor after the run (inputs copied, outputs allocated from the program's
+        Every GM tensor after the run (inputs copied where an op writes them, read-only
+        views of the caller's arrays otherwise; outputs allocated from the program's
         tensor declarations) and ``numeric``/``error`` findings for ops whose semantics failed.
     """
     return start(ix, rep, inputs, processes).finish()
@@ -220,16 +221,26 @@ def _events(ix: ProgramIndex, rep: Replay, cores: set[int] | None = None) -> lis
     """The replay's kinded micro-ops (on ``cores``; None: all) as ``(cycle, phase, seq, gid)``,
     sorted: ends (phase 0) before starts (phase 1) at a cycle, as happens-before has it (a
     consumer may start when its producer ends)."""
-    keep = None if cores is None else [c in cores for c in ix.core_per_gid()]
-    events = []
-    for seq, g in enumerate(rep.order):
-        if ix.role[g] == OP and ix.instr[g].kind in KINDS and rep.start[g] >= 0:
-            if keep is not None and not keep[g]:
-                continue
-            events.append((rep.end[g], 0, seq, g))
-            events.append((rep.start[g], 1, seq, g))
-    events.sort()
-    return events
+    # in arrays: a chip's replay order holds ~10^6 instructions, of which a part keeps 10^4-10^5
+    order = np.asarray(rep.order, dtype=np.int64)
+    if not order.size:
+        return []
+    kinded = np.asarray(ix.op_shapes()[0], dtype=np.int64)[order] >= 0
+    start = np.asarray(rep.start, dtype=np.int64)[order]
+    keep = kinded & (start >= 0)
+    if cores is not None:
+        core = np.asarray(ix.core_per_gid(), dtype=np.int64)[order]
+        keep &= np.isin(core, np.fromiter(cores, dtype=np.int64, count=len(cores)))
+    seq = np.flatnonzero(keep)
+    gid = order[seq]
+    times = np.concatenate([np.asarray(rep.end, dtype=np.int64)[gid], start[seq]])
+    phase = np.repeat(np.array([0, 1], dtype=np.int64), len(seq))
+    seqs = np.concatenate([seq, seq])
+    gids = np.concatenate([gid, gid])
+    # (cycle, phase, seq) is unique per event: the sort is the tuples' sort
+    by = np.lexsort((seqs, phase, times))
+    return list(zip(times[by].tolist(), phase[by].tolist(), seqs[by].tolist(), gids[by].tolist(),
+                    strict=True))
 
 
 def _groups(ix: ProgramIndex) -> tuple[list[list[int]], dict[int, int]]:
@@ -318,11 +329,14 @@ def _overlap(a: tuple[tuple[int, int], tuple[int, int]], b: tuple[tuple[int, int
 def _fresh_gm(
     ix: ProgramIndex, inputs: Mapping[str, np.ndarray], findings: list[Finding]
 ) -> dict[str, np.ndarray]:
-    """GM at the start: copies of the inputs, poison for the rest of the declared tensors."""
+    """GM at the start: copies of the inputs some op writes, read-only views of the others
+    (a chip's inputs are 10^7-10^8 bytes that loads only read), poison for the rest of the
+    declared tensors."""
+    written = {g.tensor for g in ix.gm_accesses if g.write}
     gm: dict[str, np.ndarray] = {}
     for t in ix.tensors.values():
         if t.name in inputs:
-            arr = np.array(inputs[t.name], copy=True)
+            arr = np.array(inputs[t.name], copy=True) if t.name in written else _read_only(inputs[t.name])
             if arr.shape != tuple(t.shape):
                 findings.append(
                     _finding(
@@ -335,8 +349,15 @@ def _fresh_gm(
         else:
             gm[t.name] = buffers.poison(tuple(t.shape), t.dtype)
     for name, arr in inputs.items():
-        gm.setdefault(name, np.array(arr, copy=True))
+        if name not in gm:
+            gm[name] = np.array(arr, copy=True) if name in written else _read_only(arr)
     return gm
+
+
+def _read_only(arr: Any) -> np.ndarray:
+    view = np.asarray(arr).view()
+    view.flags.writeable = False
+    return view
 
 
 def _replay(
@@ -403,17 +424,17 @@ def _replay_ops(
 
 def _placeable(ix: ProgramIndex, findings: list[Finding]) -> bool:
     """Whether every typed item of a bounded space can be viewed at its offset (a finding for
-    the first that cannot)."""
-    for it in ix.items.values():
-        if it.dtype and it.shape and ix.is_bounded(it.name):
-            size = numpy_dtype(it.dtype).itemsize
-            if it.offset < 0 or it.offset % size:
-                findings.append(
-                    _finding("error", f"item '{it.name}' at offset {it.offset} cannot hold {it.dtype} data",
-                             core=it.core)
-                )
-                return False
-    return True
+    the first, in declaration order, that cannot)."""
+    bad = [it for items in ix.bounded_items().values() for it in items
+           if it.dtype and it.shape and (it.offset < 0 or it.offset % numpy_dtype(it.dtype).itemsize)]
+    if not bad:
+        return True
+    position = {name: k for k, name in enumerate(ix.items)}
+    it = min(bad, key=lambda it: position[it.name])
+    findings.append(
+        _finding("error", f"item '{it.name}' at offset {it.offset} cannot hold {it.dtype} data", core=it.core)
+    )
+    return False
 
 
 def compare(

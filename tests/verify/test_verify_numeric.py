@@ -179,6 +179,30 @@ def test_the_worker_part_takes_its_share_of_the_micro_ops():
     assert [len(h) for h in numeric._halves(ix, numeric.WORKER_SHARE)] == [1, 3]
 
 
+def test_a_part_replays_its_cores_events_in_the_whole_replays_order():
+    ix = ProgramIndex(matmul_program(m=128, n=128, k=64, base=(32, 32, 32), cores=4), load_hardware(HW))
+    rep = simulate(ix)
+    whole = numeric._events(ix, rep)
+    core = ix.core_per_gid()
+    assert whole and sorted(whole) == whole
+    assert len(whole) == 2 * sum(1 for g in range(ix.n) if ix.op_shapes()[0][g] >= 0)
+    for cores in ({0}, {1, 3}, {0, 1, 2, 3}):
+        assert numeric._events(ix, rep, cores) == [e for e in whole if core[e[3]] in cores]
+
+
+def test_inputs_no_op_writes_are_read_not_copied():
+    program = matmul_program(m=64, n=64, k=64, cores=1)
+    ix = ProgramIndex(program, load_hardware(HW))
+    inputs = make_inputs(taskgraph_from_dict(json.loads(program.source)), seed=0)
+    kept = {name: arr.copy() for name, arr in inputs.items()}
+    gm, found = numeric.run(ix, simulate(ix), inputs)
+    assert not found and set(inputs) <= set(gm)
+    for name, arr in inputs.items():
+        # the caller's array, seen read-only (a store into it would be an error finding)
+        assert np.shares_memory(gm[name], arr) and not gm[name].flags.writeable, name
+        assert arr.tobytes() == kept[name].tobytes(), name
+
+
 def test_a_failing_half_replays_the_whole_program_in_one_piece():
     # a load of core 1 reads outside its tensor: the same finding with or without the split
     program = matmul_program(m=128, n=128, k=64, base=(32, 32, 32), cores=2)
