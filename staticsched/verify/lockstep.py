@@ -56,9 +56,8 @@ def classes(ix: ProgramIndex, events: list[tuple[int, int, int, int]]) -> list[L
     for _, phase, _, g in events:
         per_core[core[g]].append((phase, g))
     # where a bounded item lies is the same key on every core; an unbounded one is numbered
-    # per core (:func:`_signature`)
-    # (of these cores' items only: an op's bounded item lies on its own core, else the index
-    # has an input finding and no numeric replay runs)
+    # per core (:func:`_signature`). These cores' items only: an op's bounded item lies on its
+    # own core, else the index has an input finding and no numeric replay runs
     by_core = ix.bounded_items()
     places = {it.name: (it.space, it.offset, it.dtype, it.shape)
               for c in per_core for it in by_core.get(c, ())}

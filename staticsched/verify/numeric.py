@@ -332,11 +332,10 @@ def _fresh_gm(
     """GM at the start: copies of the inputs some op writes, read-only views of the others
     (a chip's inputs are 10^7-10^8 bytes that loads only read), poison for the rest of the
     declared tensors."""
-    written = {g.tensor for g in ix.gm_accesses if g.write}
     gm: dict[str, np.ndarray] = {}
     for t in ix.tensors.values():
         if t.name in inputs:
-            arr = np.array(inputs[t.name], copy=True) if t.name in written else _read_only(inputs[t.name])
+            arr = _initial(ix, t.name, inputs[t.name])
             if arr.shape != tuple(t.shape):
                 findings.append(
                     _finding(
@@ -350,11 +349,15 @@ def _fresh_gm(
             gm[t.name] = buffers.poison(tuple(t.shape), t.dtype)
     for name, arr in inputs.items():
         if name not in gm:
-            gm[name] = np.array(arr, copy=True) if name in written else _read_only(arr)
+            gm[name] = _initial(ix, name, arr)
     return gm
 
 
-def _read_only(arr: Any) -> np.ndarray:
+def _initial(ix: ProgramIndex, name: str, arr: Any) -> np.ndarray:
+    """An input as GM starts with it: a copy when some op writes the tensor (the index's
+    ``gm_grid`` holds exactly the written ones), else a read-only view of the caller's array."""
+    if name in ix.gm_grid:
+        return np.array(arr, copy=True)
     view = np.asarray(arr).view()
     view.flags.writeable = False
     return view
