@@ -38,9 +38,14 @@ def address_edges(graph: OpGraph, placements: Sequence[Placement]) -> tuple[Edge
         if p.space and p.bytes > 0 and p.item in acc and first_write(acc[p.item]) is not None:
             by_space.setdefault((p.core, p.space), []).append(p)
     found: dict[tuple[int, int], Edge] = {}
+    # identical cores lay their items out alike: the rule runs once per distinct layout
+    reuses: dict[tuple[tuple[int, int], ...], list[set[int]]] = {}
     for key in sorted(by_space):
         plist = sorted(by_space[key], key=lambda p: (p.start, p.end, p.offset, p.item))
-        prev = reuse_predecessors([(p.offset, p.offset + p.bytes) for p in plist])
+        spans = tuple((p.offset, p.offset + p.bytes) for p in plist)
+        prev = reuses.get(spans)
+        if prev is None:
+            prev = reuses[spans] = reuse_predecessors(spans)
         for y, owners in zip(plist, prev, strict=True):
             y_first = first_write(acc[y.item])
             assert y_first is not None

@@ -40,6 +40,7 @@ from staticsched.model.opkinds import (
     extent_problems,
     item_shape,
     normalize_attrs,
+    shape_key,
 )
 
 FORMAT = "staticsched.opgraph"
@@ -211,8 +212,8 @@ class OpGraph:
         pr = Problems()
         units = set(hw.unit_names)
         seen: set[str] = set()
-        # what the kind table says of an op, per distinct (kind, attributes, operand shapes):
-        # a chip's ops repeat a few shapes (every 128^3 mmad costs the same)
+        # what the kind table says of an op, per distinct shape (opkinds.shape_key): a chip's
+        # ops repeat a few (every 128^3 mmad costs the same, every 128x256 load too)
         memo: dict[tuple, tuple[list[str], int | None]] = {}
         shapes = {it.name: it.as_shape() for it in self.items}
         op_index, item_map = self.op_index, self.item_map
@@ -257,10 +258,10 @@ class OpGraph:
                     continue
                 reads = tuple(shapes.get(n) for n in op.reads)
                 writes = tuple(shapes.get(n) for n in op.writes)
-                key = (op.kind, op.attrs, reads, writes, known)
                 try:
+                    key = (shape_key(op.kind, op.attrs, reads, writes), known)
                     found = memo.get(key)
-                except TypeError:  # an unhashable attribute value: no memo for this op
+                except (TypeError, ValueError):  # an unhashable value, a malformed region: no memo
                     key, found = None, None
                 if found is None:
                     found = self._kind_lines(op, kind, hw, reads, writes, known)

@@ -27,7 +27,7 @@ larger than an operand is an error (:func:`extent_problems`), never a silent cli
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -504,6 +504,28 @@ KINDS: dict[str, OpKind] = {
         ),
     )
 }
+
+
+#: per kind, its attributes of type ``region`` (where a tile sits in its GM tensor)
+_REGION_ATTRS = {k.name: frozenset(n for n, t in k.attributes if t == "region") for k in KINDS.values()}
+
+
+def shape_key(kind: str, attrs_: Iterable[tuple[str, Any]], reads: Sequence[ItemShape | None],
+              writes: Sequence[ItemShape | None]) -> tuple:
+    """What the kind table's units, durations and extent checks read of an op: its kind, its
+    attributes with each region reduced to its shape (where a tile sits in its tensor changes
+    none of them) and its operands' shapes (None: an item the graph does not declare). A
+    chip's ops repeat a few keys (every 128x256 load of a GEMM has one), so what they give is
+    worked out once per key.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For an unhashable attribute value or a region that is not two spans.
+    """
+    regions = _REGION_ATTRS.get(kind, frozenset())
+    return (kind, tuple((k, region_shape(v)) if k in regions else (k, v) for k, v in attrs_),
+            tuple(reads), tuple(writes))
 
 
 def normalize_attrs(kind: OpKind, raw: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.model.opgraph import Item, Op, Tensor
-from staticsched.model.opkinds import KINDS, ItemShape, Region
+from staticsched.model.opkinds import KINDS, ItemShape, Region, shape_key
 
 FP16 = "float16"
 FP32 = "float32"
@@ -74,6 +74,8 @@ class Builder:
         self.problems: dict[tuple[str, str, str], str] = {}
         #: GM tensors the lowering adds (a split chip's workspace rings), in creation order
         self.workspaces: list[Tensor] = []
+        #: (unit, duration) per :func:`~staticsched.model.opkinds.shape_key` of the ops so far
+        self._costs: dict[tuple, tuple[str, int]] = {}
 
     # ------------------------------------------------------------------ cores
     # Blocks rotate over the cores of their engine (every core of a coupled chip; the AICs or
@@ -131,14 +133,18 @@ class Builder:
         attrs_: Mapping[str, Any],
         deps: Sequence[str] = (),
     ) -> None:
-        kind = KINDS[kind_name]
         r = [self.shapes[n] for n in reads]
         w = [self.shapes[n] for n in writes]
+        key = shape_key(kind_name, attrs_.items(), r, w)
+        cost = self._costs.get(key)
+        if cost is None:
+            kind = KINDS[kind_name]
+            cost = self._costs[key] = (kind.unit(self.hw, attrs_, r, w), kind.duration(self.hw, attrs_, r, w))
         self.ops.append(
             Op(
                 id=op_id,
-                unit=kind.unit(self.hw, attrs_, r, w),
-                duration=kind.duration(self.hw, attrs_, r, w),
+                unit=cost[0],
+                duration=cost[1],
                 core=core,
                 deps=deps,
                 reads=reads,

@@ -10,7 +10,7 @@ from common import SEED
 
 from staticsched.errors import GraphError
 from staticsched.model.opgraph import Item, Op, OpGraph, Tensor
-from staticsched.model.opkinds import KINDS, extent_problems, item_shape
+from staticsched.model.opkinds import KINDS, extent_problems, item_shape, shape_key
 
 
 def _tile(shape, dtype="float16", fill=np.nan):
@@ -125,3 +125,28 @@ def test_an_accumulating_mmad_also_reads_its_output():
     assert mmad.read_range({"m": 16, "n": 16, "k": 16, "init": True}) == (2, 2)
     assert mmad.read_range({"m": 16, "n": 16, "k": 16, "init": False}) == (3, 3)
     assert vec.read_range({"op": "add", "rows": 1, "cols": 1}) == (1, 2)
+
+
+def test_ops_of_one_shape_share_a_key_and_each_is_still_checked():
+    # the lowering and the graph check work out costs once per shape_key: a tile's place in
+    # its tensor is not part of it, its shape and every other attribute are
+    dst = [item_shape("L1", 128 * 128 * 2, "float16", (128, 128))]
+    at = [{"tensor": "x", "region": ((r, r + 64), (0, 128))} for r in (0, 64)]
+    assert shape_key("load", at[0].items(), (), dst) == shape_key("load", at[1].items(), (), dst)
+    taller = {"tensor": "x", "region": ((0, 128), (0, 128))}
+    other = {"tensor": "y", "region": ((0, 64), (0, 128))}
+    for a in (taller, other):
+        assert shape_key("load", a.items(), (), dst) != shape_key("load", at[0].items(), (), dst)
+    with pytest.raises(ValueError):
+        shape_key("load", {"region": ((0, 1),)}.items(), (), dst)
+    # two loads of one shape, the second with a wrong duration: the memo does not hide it
+    cost = KINDS["load"].duration(SEED, at[0], (), dst)
+    items = [Item(n, "L1", 128 * 128 * 2, "float16", (128, 128)) for n in ("a", "b")]
+    loads = [Op("l0", "MTE2", cost, 0, writes=["a"], kind="load", attrs=at[0]),
+             Op("l1", "MTE2", cost + 5, 0, writes=["b"], kind="load", attrs=at[1])]
+    with pytest.raises(GraphError) as exc:
+        OpGraph(items, loads, [Tensor("x", (128, 128))]).check(SEED)
+    assert [line for line in exc.value.problems if "disagrees" in line] == [
+        f"op 'l1': duration {cost + 5} disagrees with the cost model of 'seed-davinci' for kind "
+        f"'load' ({cost} cycles)"
+    ]
