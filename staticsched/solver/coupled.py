@@ -35,7 +35,10 @@ def coupled_start(
     not there (kept when their timetable happens to fit it) and the static splits -- and
     decide what to search: when a split is as short as the cores' own timetables, the link
     costs nothing and the split's problems (identical cores solved once) get the whole time;
-    otherwise the chip's problem does, from the best candidate.
+    when the cores' own timetables fit the link and no split is shorter, the cores' own
+    problems do (identical cores once; the caller checks the result against the link, on a
+    chip of at least :data:`SMALL_CHIP_OPS` ops); otherwise the chip's problem does, from the
+    best candidate.
 
     Returns the plan (its note naming the candidates and the choice), the start timetables,
     the best candidate (pairs, results), the problems to solve and every candidate (name,
@@ -45,7 +48,7 @@ def coupled_start(
     quick = attrs.evolve(run, method="list")
     free = solve_pairs(graph, list(pairs), quick, say, progress)
     own = assembled_makespan(*free)
-    fits = _fits_links(hw, transfers, *free, overhead_holds=HOLDS)
+    fits = fits_links(hw, transfers, *free, overhead_holds=HOLDS)
     tried = [f"own timetables {own}" + ("" if fits else " (overload the link)")]
     cands: list[Candidate] = [("own timetables", list(pairs), free)] if fits else []
     for name, split in lp.splits:
@@ -75,9 +78,29 @@ def coupled_start(
         demand = lp.note.split(";")[0].removeprefix("coupled: ")
         note = f"{name} ({demand}): {why} (list schedules: {listed}), so each core is solved with its share"
         return attrs.evolve(lp, case=name, note=note), [None] * len(problems), None, problems, []
+    if name == "own timetables" and len(graph.ops) >= SMALL_CHIP_OPS:
+        # the cores' own timetables fit the link and no split is shorter: the chip's problem
+        # would add the link to what the cores' own problems know, so the cores' own problems
+        # are searched (identical cores once) and whether the result still fits the link is
+        # checked afterwards (solve: the replays with the links shared, or in timed mode the
+        # link's bandwidth, against the candidates)
+        note = (f"{lp.note.split(';')[0]}; the cores' own timetables fit the link and no split is "
+                f"shorter (list schedules: {listed}), so the cores' own problems are searched and "
+                "checked against the link afterwards")
+        return attrs.evolve(lp, note=note, searched=OWN_SEARCH), [None] * len(pairs), best, list(pairs), cands
     note = f"{lp.note} (list schedules: {listed}; the chip's search starts from the {name})"
     chip = coupled_pairs(graph, hw, lp, transfers, HOLDS, flags=event_budgets)
     return attrs.evolve(lp, note=note), _seeds(chip, *best, graph), best, chip, cands
+
+
+#: what a coupled plan searches when the cores' own timetables fit the link (LinkPlan.searched)
+OWN_SEARCH = "own search"
+
+#: a chip of fewer ops keeps the chip's search even when the cores' own timetables fit the
+#: link: its problem is built and list-scheduled in well under a second, and its search knows
+#: the link (chain.json, 302 ops: 702 cycles, against 704 from the cores' own searches, whose
+#: transfers meet on the link when the program runs)
+SMALL_CHIP_OPS = 5_000
 
 
 #: a candidate of the coupled start: its name, problems and their solutions
@@ -119,7 +142,7 @@ def _seeds(
     return out
 
 
-def _fits_links(
+def fits_links(
     hw: Hardware,
     transfers: dict[int, Transfer],
     pairs: list[tuple[Problem, ProblemMap]],

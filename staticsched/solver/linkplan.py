@@ -49,6 +49,9 @@ class LinkPlan:
     #: coupled: the binding links, whose cores :func:`coupled_pairs` joins into one problem
     #: (built only when the chip's search is chosen: on 16 cores that takes seconds)
     binding: tuple[LinkDemand, ...] = attrs.field(converter=tuple, default=())
+    #: coupled: what the search solves, as the replays name it: the chip's problem, or the
+    #: cores' own problems when their own timetables fit the link (:mod:`.coupled`)
+    searched: str = "coupled search"
 
 
 def _demand_text(d: LinkDemand) -> str:

@@ -30,7 +30,7 @@ from staticsched.solver.budget import (
     STOP_WALL_NET,
     safety_net,
 )
-from staticsched.solver.coupled import coupled_start
+from staticsched.solver.coupled import OWN_SEARCH, coupled_start, fits_links
 from staticsched.solver.decompose import build_problems
 from staticsched.solver.explain import precheck
 from staticsched.solver.families.links import transfers_of
@@ -149,7 +149,7 @@ def solve(
     if best is not None and event_budgets:
         # a flags program runs with the links shared by the hardware, not at the planned
         # rates: the coupled search and the cheap candidates are compared as they run
-        out = [("coupled search", _assemble(graph, hw, solved_pairs, results, run, 0.0, lp, bound))]
+        out = [(lp.searched, _assemble(graph, hw, solved_pairs, results, run, 0.0, lp, bound))]
         out += [(name, _assemble(graph, hw, *cand, run, 0.0, lp, bound)) for name, _, cand in cands]
         # independent replays of a few seconds each on a chip: side by side in forked workers
         spans = Mapped(functools.partial(replayed_makespan, transfers=transfers), [sch for _, sch in out],
@@ -165,6 +165,13 @@ def solve(
         return attrs.evolve(chosen, stats=stats)
     if best is not None and assembled_makespan(*best) < assembled_makespan(solved_pairs, results):
         solved_pairs, results = best  # a search never ends worse than its start; kept honest
+    elif best is not None and lp.searched == OWN_SEARCH and \
+            not fits_links(hw, transfers, solved_pairs, results, HOLDS):
+        # a timed program runs its transfers at their cycles: the cores' own searched
+        # timetables must still fit the link together, or their start (which did) is kept
+        solved_pairs, results = best
+        say("links: the cores' own searched timetables overload the link together; kept their "
+            "list schedules")
     return _assemble(graph, hw, solved_pairs, results, run, time.monotonic() - t0, lp, bound)
 
 
