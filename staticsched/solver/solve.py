@@ -151,9 +151,15 @@ def solve(
         # rates: the coupled search and the cheap candidates are compared as they run
         out = [(lp.searched, _assemble(graph, hw, solved_pairs, results, run, 0.0, lp, bound))]
         out += [(name, _assemble(graph, hw, *cand, run, 0.0, lp, bound)) for name, _, cand in cands]
-        # independent replays of a few seconds each on a chip: side by side in forked workers
-        spans = Mapped(functools.partial(replayed_makespan, transfers=transfers), [sch for _, sch in out],
-                       side_by_side(len(graph.ops), len(out))).get()
+        # independent replays of a few seconds each on a chip: side by side in forked workers,
+        # each distinct timetable once (a list-method search of the cores' own problems gives
+        # back their list timetables, a candidate too)
+        same = _first_alike([sch for _, sch in out])
+        reps = [k for k in range(len(out)) if same[k] == k]
+        replay = functools.partial(replayed_makespan, transfers=transfers)
+        replayed = Mapped(replay, [out[k][1] for k in reps], side_by_side(len(graph.ops), len(reps))).get()
+        got = dict(zip(reps, replayed, strict=True))
+        spans = [got[k] for k in same]
         played = [(span, k, name, sch) for k, ((name, sch), span) in enumerate(zip(out, spans, strict=True))]
         kept, why = _keep(played)
         _, _, name, chosen = kept
@@ -173,6 +179,16 @@ def solve(
         say("links: the cores' own searched timetables overload the link together; kept their "
             "list schedules")
     return _assemble(graph, hw, solved_pairs, results, run, time.monotonic() - t0, lp, bound)
+
+
+def _first_alike(schedules: list[Schedule]) -> list[int]:
+    """Per schedule, the index of the first one with the same op times and placements (what
+    a replay reads): itself when none before it has them."""
+    out: list[int] = []
+    for k, sch in enumerate(schedules):
+        out.append(next((j for j in range(k) if out[j] == j and schedules[j].ops == sch.ops
+                         and schedules[j].items == sch.items), k))
+    return out
 
 
 def _keep(played: list[tuple[int, int, str, Schedule]]) -> tuple[tuple[int, int, str, Schedule], str]:

@@ -3,10 +3,12 @@ and checks the result against the link afterwards (docs/design.md, refinement 41
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from staticsched.api import compile_graph
 from staticsched.solver import coupled
+from staticsched.solver.solve import _first_alike
 from staticsched.verify import verify
 
 
@@ -57,3 +59,15 @@ def test_own_searches_that_overload_the_link_together_lose_to_their_start(monkey
         assert out.program.makespan == 704
     # a timed program keeps its order by exact cycles: jitter would race it by design
     assert verify(out.program, "seed-davinci", jitter=1 if mode == "flags" else 0).ok
+
+
+def test_alike_candidates_are_replayed_once():
+    # with --method list the search of the cores' own problems gives back their list
+    # timetables, which are a candidate too: one replay serves both
+    sch = compile_graph("examples/chain.json", "seed-davinci", method="list").schedule
+    first = sch.ops[0]
+    moved = attrs.evolve(sch, ops=(attrs.evolve(first, start=first.start + 1, end=first.end + 1),
+                                   *sch.ops[1:]))
+    placed = attrs.evolve(sch, items=(attrs.evolve(sch.items[0], offset=sch.items[0].offset + 32),
+                                      *sch.items[1:]))
+    assert _first_alike([sch, moved, attrs.evolve(sch), placed, moved, sch]) == [0, 1, 0, 3, 1, 0]
