@@ -63,7 +63,9 @@ def _run_until(tmp_path: Path, args: list[str], marker: str) -> tuple[int, str]:
         rest = proc.communicate(timeout=60)[1]
     except subprocess.TimeoutExpired:
         proc.kill()
-        pytest.fail(f"the CLI did not stop within 60 s of SIGINT at {marker!r}")
+        rest = proc.communicate()[1]
+        pytest.fail(f"the CLI did not stop within 60 s of SIGINT at {marker!r}; its stderr:\n"
+                    + "".join(lines) + rest)
     return proc.returncode, "".join(lines) + rest
 
 
@@ -88,8 +90,9 @@ def test_cli_exits_130_and_writes_nothing_when_interrupted(tmp_path, mlp_file, m
     out = tmp_path / "out"
     code, err = _run_until(tmp_path, ["schedule", str(mlp_file), "--hw", "seed-davinci",
                                       "-o", str(out), *extra], marker)
+    # every message carries the CLI's stderr: a failure here has been rare and load-dependent
     assert code == 130, err
-    assert err.rstrip().splitlines()[-1] == "staticsched: interrupted"
-    assert "Traceback" not in err
-    assert not out.exists()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.partial")]
+    assert err.rstrip().splitlines()[-1] == "staticsched: interrupted", err
+    assert "Traceback" not in err, err
+    assert not out.exists(), err
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.partial")], err
