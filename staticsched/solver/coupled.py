@@ -74,9 +74,11 @@ def coupled_start(
         if span - bound <= run.gap * span:
             name, problems = split[0], split[1]
             why = f"within the gap limit {run.gap:g} of the chip's lower bound {bound}"
+    # the plan's first clause: "coupled: " and the binding links' demand
+    demand = lp.note.split(";")[0]
     if why:
-        demand = lp.note.split(";")[0].removeprefix("coupled: ")
-        note = f"{name} ({demand}): {why} (list schedules: {listed}), so each core is solved with its share"
+        note = (f"{name} ({demand.removeprefix('coupled: ')}): {why} (list schedules: {listed}), "
+                "so each core is solved with its share")
         return attrs.evolve(lp, case=name, note=note), [None] * len(problems), None, problems, []
     if name == "own timetables" and len(graph.ops) >= SMALL_CHIP_OPS:
         # the cores' own timetables fit the link and no split is shorter: the chip's problem
@@ -84,7 +86,7 @@ def coupled_start(
         # are searched (identical cores once) and whether the result still fits the link is
         # checked afterwards (solve: the replays with the links shared, or in timed mode the
         # link's bandwidth, against the candidates)
-        note = (f"{lp.note.split(';')[0]}; the cores' own timetables fit the link and no split is "
+        note = (f"{demand}; the cores' own timetables fit the link and no split is "
                 f"shorter (list schedules: {listed}), so the cores' own problems are searched and "
                 "checked against the link afterwards")
         return attrs.evolve(lp, note=note, searched=OWN_SEARCH), [None] * len(pairs), best, list(pairs), cands
