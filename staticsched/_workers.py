@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import multiprocessing as mp
 import os
+import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,6 +30,11 @@ def _call(k: int) -> Any:
     assert _JOB is not None
     fn, items = _JOB
     return fn(items[k])
+
+
+def _set_mask(mask: Any) -> None:
+    """A worker's first act: the signal mask its parent had before it held SIGINT to fork."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def cpus() -> int:
@@ -60,12 +66,22 @@ class Mapped:
         # frozen objects are left alone by the workers' cycle collector, so their pages stay shared
         _JOB = (fn, self.items)
         gc.freeze()
+        # a Ctrl-C while this process forks would be raised in an at-fork callback (Python
+        # code: logging's lock release among them), where CPython prints a KeyboardInterrupt
+        # and drops it, and the run went on. SIGINT waits blocked in this thread until the
+        # workers exist and arrives as usual then; the workers start with the mask restored
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            self.pool = mp.get_context("fork").Pool(processes)
-        finally:
-            _JOB = None
-            gc.unfreeze()
-        self.result = self.pool.map_async(_call, range(len(self.items)), chunksize=1)
+            try:
+                self.pool = mp.get_context("fork").Pool(processes, initializer=_set_mask, initargs=(mask,))
+            finally:
+                _JOB = None
+                gc.unfreeze()
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held Ctrl-C arrives here
+            self.result = self.pool.map_async(_call, range(len(self.items)), chunksize=1)
+        except BaseException:
+            self.close()
+            raise
 
     def get(self) -> list[Any]:
         """The results in item order (runs them here when no worker does)."""

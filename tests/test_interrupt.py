@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from common import ROOT
 from taskcases import mlp
 
 import staticsched
+from staticsched._workers import Mapped
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +39,34 @@ def test_sigint_after_a_cpsat_solve_raises_keyboard_interrupt():
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)  # the handler raises at the next bytecode, well before this ends
+
+
+#: set to make the next fork of this process send SIGINT to its main thread from inside an
+#: at-fork callback (registered once: CPython has no way to remove one)
+_SIGINT_AT_FORK: list[bool] = [False]
+
+
+def _sigint_in_fork_callback() -> None:
+    if _SIGINT_AT_FORK[0]:
+        _SIGINT_AT_FORK[0] = False
+        # to the main thread itself: a process-wide signal may go to another thread (xdist's)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+os.register_at_fork(before=_sigint_in_fork_callback)
+
+
+def test_sigint_while_forking_workers_raises_keyboard_interrupt():
+    # a Ctrl-C that lands while the process forks (here: in an at-fork callback, Python code
+    # that CPython runs and whose exceptions it prints and drops) must still interrupt: it was
+    # lost, and the CLI ran to the end (why the [solve] case below failed now and then)
+    _SIGINT_AT_FORK[0] = True
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Mapped(abs, [-1, -2], 1).get()
+    finally:
+        _SIGINT_AT_FORK[0] = False
+    assert Mapped(abs, [-1, -2], 1).get() == [1, 2]  # and forking works as before
 
 
 def _default_sigint() -> None:
