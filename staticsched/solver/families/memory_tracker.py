@@ -41,9 +41,29 @@ class MemoryTracker:
         self.tails_left = [len(it.tails) for it in items]
         self.tail_end = [0] * len(items)
         self.frees: list[tuple[int, int]] = []  # (time the bytes are free again, item)
+        #: per space, how many times it gave bytes back: a misfit stands until the count moves
+        self.releases = [0] * len(spaces)
+        #: op -> (space, item, releases) of its last misfit of one item (see :meth:`place`)
+        self.misfit: dict[int, tuple[int, int, int]] = {}
 
     def place(self, i: int) -> dict[int, list[tuple[int, int]]] | tuple[int, int]:
-        """Offsets for op ``i``'s new items now, or the (space, item) that does not fit."""
+        """Offsets for op ``i``'s new items now, or a (space, item) that does not fit.
+
+        A single item that found no gap finds none while its space only fills (every gap
+        shrinks or splits), so that misfit is remembered until the space gives bytes back: a
+        free variant retries hundreds of waiting ops at every event. The (space, item) returned
+        then is the remembered one, which may not be the first misfit in space order (the
+        stuck report asks :meth:`_place_now`).
+        """
+        seen = self.misfit.get(i)
+        if seen is not None and self.releases[seen[0]] == seen[2]:
+            return seen[0], seen[1]
+        placed = self._place_now(i)
+        if isinstance(placed, tuple) and len(self.prep.new_items[i][placed[0]]) == 1:
+            self.misfit[i] = (*placed, self.releases[placed[0]])
+        return placed
+
+    def _place_now(self, i: int) -> dict[int, list[tuple[int, int]]] | tuple[int, int]:
         out: dict[int, list[tuple[int, int]]] = {}
         for s, ks in self.prep.new_items[i].items():
             sp = self.prob.spaces[s]
@@ -91,13 +111,14 @@ class MemoryTracker:
             _, k = heapq.heappop(self.frees)
             s = self.prob.items[k].space
             self.occupied[s] = [b for b in self.occupied[s] if b[2] != k]
+            self.releases[s] += 1
 
     def next_change(self) -> int | None:
         return self.frees[0][0] if self.frees else None
 
     def stuck(self, i: int, t: int, rule: str) -> Stuck | None:
         """Why op ``i`` cannot take its new items at ``t`` (None: it can)."""
-        placed = self.place(i)
+        placed = self._place_now(i)
         if not isinstance(placed, tuple):
             return None
         s, k = placed
