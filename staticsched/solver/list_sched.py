@@ -93,7 +93,14 @@ LINK_VARIANTS = (
     Variant("critical", "release", patient=False),
 )
 #: the variants run before the list scheduler first asks whether its best is short enough
-#: (``enough``): the critical-path and the graph-order rule, side by side on a 2-CPU machine
+#: (``enough``): the critical-path and the graph-order rule, side by side on a 2-CPU machine.
+#: Where both end stuck on an event-id pool, the default variants stop there for a caller that
+#: stops early: it solves the problem without the pools next, and the sync planner fits the
+#: ids (:func:`.subproblem.solve_problem`). Measured on the shipped examples on every preset
+#: (2026-12-04): wherever the first batch got stuck on ids (``elementwise_chain_hbm.json``,
+#: ``matmul_gelu_unfused.json``), every later variant and the fallback got stuck too, the
+#: fallback after 12-15 s on the unfused GEMM's 166,656-op chip problem, once per link-plan
+#: candidate
 FIRST_BATCH = 2
 #: problems of at least this many ops run their variants in forked workers: below it a fork
 #: costs more than a variant's run
@@ -123,7 +130,9 @@ def list_schedule(
         A makespan short enough to stop at: once a timetable this short is found, the variants
         not yet run are not run (the caller's gap limit: :func:`.budget.gap_target`). The
         variants run in fixed batches (:func:`_batches`), so where they stop depends neither
-        on timing nor on the machine. -1 (the default): every variant runs.
+        on timing nor on the machine. Where the first batch ends stuck on event ids, the
+        default variants stop there too (:data:`FIRST_BATCH`). -1 (the default): every
+        variant runs.
 
     Returns
     -------
@@ -151,6 +160,8 @@ def _list_schedule(
     prep = Prep(prob)
     best: Timetable | None = None
     first_stuck: Stuck | None = None
+    # the default variants stop early where the first batch ran out of event ids (FIRST_BATCH)
+    id_stuck = variants is VARIANTS and enough >= 0
     if variants is VARIANTS:
         extra = (*RELEASE_VARIANTS, *(LINK_VARIANTS if prob.xfers else ()))
         if any(b.binding for b in prob.budgets):
@@ -164,10 +175,13 @@ def _list_schedule(
             for res in Mapped(run, batch, side_by_side(prob.n, len(batch))).get():
                 if isinstance(res, Stuck):
                     first_stuck = first_stuck or res
+                    id_stuck = id_stuck and res.kind == "events"
                 elif best is None or res.makespan < best.makespan:
                     best = res
             if best is not None and best.makespan <= enough:
                 return best
+            if best is None and id_stuck and first_stuck is not None:
+                return first_stuck
         if best is not None:
             return best
     assert first_stuck is not None

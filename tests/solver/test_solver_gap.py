@@ -2,10 +2,12 @@
 ``gap`` of the lower bound, deterministically, and says so; ``gap=0`` searches on."""
 
 import pytest
+from common import EXAMPLES, preset
 from schedcases import FT06, LA01, jobshop
 
 from staticsched.errors import InputError
 from staticsched.options import option_problems
+from staticsched.pipeline import as_opgraph
 from staticsched.solver import list_sched, solve
 from staticsched.solver.budget import STOP_GAP, Clock, gap_target
 from staticsched.solver.decompose import build_problems
@@ -100,3 +102,18 @@ def test_the_list_scheduler_stops_its_variants_at_the_gap(monkeypatch):
     same, ran = _variants_run(monkeypatch, prob, enough=every.makespan - 1)
     assert ran == all_ran
     assert same == every
+
+
+def test_a_first_batch_stuck_on_event_ids_stops_the_variants(monkeypatch):
+    # the HBM chain's 32 tiles per core keep more flags open than the 8 event ids: every
+    # variant ends stuck on them; a caller that stops early is told after the first batch
+    # (and then solves without the pools), one that does not runs every variant
+    hw = preset("seed-davinci")
+    graph = as_opgraph(EXAMPLES / "elementwise_chain_hbm.json", hw)
+    prob = max((p for p, _ in build_problems(graph, hw)), key=lambda p: p.n)
+    every, all_ran = _variants_run(monkeypatch, prob)
+    assert isinstance(every, Stuck) and every.kind == "events"
+    assert len(all_ran) > FIRST_BATCH
+    first, ran = _variants_run(monkeypatch, prob, enough=10**9)
+    assert ran == all_ran[:FIRST_BATCH]
+    assert first == every
