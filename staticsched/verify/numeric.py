@@ -130,7 +130,8 @@ class Order:
     #: whether no data flows between any two cores, so that identical cores replay in
     #: lockstep (:mod:`staticsched.verify.lockstep`)
     lockstep: bool
-    #: the two parts of a replay split between this process and a worker (None: one part)
+    #: the two parts of a replay split between this process and a worker (None: one part,
+    #: here); the first is empty when the worker replays every core
     halves: tuple[set[int], set[int]] | None
 
 
@@ -139,6 +140,10 @@ def order(ix: ProgramIndex, rep: Replay, processes: int = 0) -> Order:
     decides it first)."""
     grouped = _groups(ix)
     halves = _halves(ix, WORKER_SHARE, grouped) if processes else None
+    if processes and halves is None:
+        # data flows between the cores (a separate epilogue reading every core's blocks): no
+        # split, so the worker replays them all while this process runs the other checks
+        halves = (set(), {c for grp in grouped[0] for c in grp})
     return Order(all(len(grp) == 1 for grp in grouped[0]), halves)
 
 
@@ -153,7 +158,8 @@ def start(
     Cores that share no GM data -- no core reads a tensor another writes, no two write
     overlapping regions of one, no item is accessed from two cores -- are split in two parts:
     each sees exactly the values it would see in one replay, since nothing of the other reaches
-    it. Should either part fail, the whole program is replayed again in one piece, so the
+    it. Where no such split exists, the worker replays every core and this process none.
+    Should either part fail, the whole program is replayed again in one piece, so the
     findings never depend on the split. When every core is alone in that sense, what a core
     computes depends only on the order of its own events, and identical cores replay in
     lockstep (:mod:`staticsched.verify.lockstep`)."""
@@ -178,7 +184,8 @@ class Pending:
         if self.side is None or ordered.halves is None:
             return _replay_part(ix, rep, inputs, ordered.lockstep)
         try:
-            gm, findings = _replay_part(ix, rep, inputs, ordered.lockstep, ordered.halves[0])
+            mine = ordered.halves[0]
+            gm, findings = _replay_part(ix, rep, inputs, ordered.lockstep and bool(mine), mine)
             ((written, failed),) = self.side.get()
         finally:
             self.close()

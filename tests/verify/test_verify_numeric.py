@@ -279,3 +279,16 @@ def test_the_reference_child_gives_the_values_computed_here_and_leaves_no_file()
     stopped.close()
     stopped.close()
     assert path is not None and not os.path.exists(path)
+
+
+def test_cores_joined_by_gm_data_replay_in_the_worker_with_the_same_numbers():
+    # core 1 reads what core 0 writes: no split, so the worker replays both cores
+    program = first_load_of(matmul_program(m=64, n=64, k=64, cores=2), 1, tensor="C",
+                            region=((0, 32), (0, 32)))
+    ix, one, found_one, split, found_split = _replay_both_ways(program)
+    assert numeric.order(ix, simulate(ix), processes=1).halves == (set(), {0, 1})
+    assert numeric.order(ix, simulate(ix)).halves is None
+    assert [f.message for f in found_split] == [f.message for f in found_one]
+    assert one.keys() == split.keys()
+    for name in one:
+        assert np.array_equal(one[name], split[name], equal_nan=True), name
