@@ -9,9 +9,10 @@ from schedcases import FT06, LA01, jobshop
 from benchmarks import synthetic
 from staticsched.model.hardware import Hardware, Space, SyncModel, Unit
 from staticsched.model.opgraph import Op, OpGraph
-from staticsched.solver import build_problems, solve
+from staticsched.solver import budget, build_problems, solve
 from staticsched.solver.budget import (
     CALIBRATION,
+    STOP_DETERMINISTIC,
     STOP_MODEL_OPTIMAL,
     STOP_OPTIMAL,
     STOP_WALL_MODE,
@@ -112,10 +113,14 @@ def test_thirty_seconds_on_a_small_model_search_for_more_than_fifteen():
     lines = text.strip().splitlines()[1:]
     graph, hw = jobshop("\n".join(lines))
     s = solve(graph, hw, time_limit=30)
-    searched = dict(s.stats)["search_seconds"]
+    stats = dict(s.stats)
     assert s.status != "optimal", "la29 was proven: pick a harder instance so this test keeps its point"
-    assert searched > 15, dict(s.stats)
-    assert searched < 31, dict(s.stats)  # and the limit holds
+    # the calibrated seconds, not the wall clock's: a busy machine (a test run beside this one)
+    # took 38.7 wall seconds for the same deterministic search (2026-12-04)
+    assert s.stop_reason == STOP_DETERMINISTIC, stats
+    assert 15 < stats["budget_spent"] < 31, stats  # it searched, and the limit holds
+    # the wall clock is bounded by the safety net only, whatever the machine
+    assert stats["search_seconds"] < budget.NET_FACTOR * 30 + budget.NET_OFFSET, stats
 
 
 def test_the_wall_clock_net_fires_at_its_factor_of_the_limit(monkeypatch):
@@ -123,8 +128,6 @@ def test_the_wall_clock_net_fires_at_its_factor_of_the_limit(monkeypatch):
     # calibrated 100x too generous stands for a machine far slower than the calibration one:
     # the deterministic budget would take ~100 s, and the net must stop the search at
     # NET_FACTOR * time_limit + NET_OFFSET (made 1.5 x 1 s + 0 s here, so the test is quick)
-
-    from staticsched.solver import budget
 
     text = (BENCHMARKS / "jobshop" / "la29.txt").read_text()
     graph, hw = jobshop("\n".join(text.strip().splitlines()[1:]))
