@@ -96,11 +96,11 @@ LINK_VARIANTS = (
 #: (``enough``): the critical-path and the graph-order rule, side by side on a 2-CPU machine.
 #: Where both end stuck on an event-id pool, the default variants stop there for a caller that
 #: stops early: it solves the problem without the pools next, and the sync planner fits the
-#: ids (:func:`.subproblem.solve_problem`). Measured on the shipped examples on every preset
-#: (2026-12-04): wherever the first batch got stuck on ids (``elementwise_chain_hbm.json``,
-#: ``matmul_gelu_unfused.json``), every later variant and the fallback got stuck too, the
-#: fallback after 12-15 s on the unfused GEMM's 166,656-op chip problem, once per link-plan
-#: candidate
+#: ids (:func:`.subproblem.solve_problem`). Measured on the shipped examples (2026-12-04,
+#: docs/design.md refinement 42): wherever the first batch got stuck on ids
+#: (``elementwise_chain_hbm.json``, ``matmul_gelu_unfused.json``), every later variant and the
+#: fallback got stuck too, the fallback after 12-15 s on the unfused GEMM's 166,656-op chip
+#: problem, once per link-plan candidate
 FIRST_BATCH = 2
 #: problems of at least this many ops run their variants in forked workers: below it a fork
 #: costs more than a variant's run
