@@ -294,7 +294,8 @@ def start_outputs(
         with :meth:`PendingOutputs.add_program`, the others now.
     processes
         Worker processes for a program of more than :data:`LARGE_PROGRAM_OPS` ops (default
-        one per CPU). A smaller program's files are rendered by ``finish``, here.
+        one per CPU but one). ``finish`` renders here the files no worker has started, and
+        all of a smaller program's.
     nice
         Added to the workers' niceness: the CLI renders at 10 beside program building and the
         verifier, whose processes then keep the CPUs, and the files take what they leave.
@@ -338,11 +339,12 @@ def _base(name: str) -> str:
 
 
 def _workers(schedule: Schedule, processes: int | None) -> int:
-    """Worker processes for a schedule's files: ``processes`` (default one per CPU) for a large
+    """Worker processes for a schedule's files: ``processes`` (default one per CPU but the one
+    this process runs on: ``finish`` renders here the files no worker has started) for a large
     program, none (rendered by ``finish``) otherwise."""
     if len(schedule.ops) <= LARGE_PROGRAM_OPS:
         return 0
-    return cpus() if processes is None else processes
+    return cpus() - 1 if processes is None else processes
 
 
 #: the niceness a worker process has added to its own (os.nice adds on every call)
@@ -378,7 +380,8 @@ class PendingOutputs:
 
     def start(self, files: dict[str, Callable[[], Iterator[bytes]]], processes: int, nice: int = 0) -> None:
         """Render ``files`` into the temporary directory: in ``processes`` forked workers from
-        now on, their niceness raised by ``nice``, or (none) here in :meth:`finish`."""
+        now on, their niceness raised by ``nice``, and here in :meth:`finish` the files no
+        worker has started (all of them without workers)."""
         tmp = self.tmp
         if tmp is None:
             raise RuntimeError("PendingOutputs.start after finish or close")

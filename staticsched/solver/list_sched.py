@@ -189,9 +189,11 @@ def _list_schedule(
 
 
 def side_by_side(ops: int, runs: int) -> int:
-    """Forked workers for ``runs`` independent runs over a problem (or graph) of ``ops`` ops:
-    one per CPU from :data:`PARALLEL_OPS` ops on, none below it (a fork costs more than a run)."""
-    return min(cpus(), runs) if ops >= PARALLEL_OPS else 0
+    """Forked workers for ``runs`` independent runs over a problem (or graph) of ``ops`` ops,
+    asked for at once: from :data:`PARALLEL_OPS` ops on, one per CPU but the one this process
+    runs on (it takes runs too, :class:`~staticsched._workers.Mapped`); none below it (a fork
+    costs more than a run)."""
+    return max(0, min(cpus(), runs) - 1) if ops >= PARALLEL_OPS else 0
 
 
 def _batches(group: Sequence[Variant]) -> list[Sequence[Variant]]:

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -486,12 +487,30 @@ def test_what_the_files_share_is_computed_with_the_collector_paused(tmp_path, do
 
 def test_started_outputs_render_at_the_niceness_asked_for(tmp_path, double_buffer, monkeypatch):
     # the CLI's renderer yields the CPUs to the verifier: each file here records the niceness
-    # of the process that wrote it
+    # of the process that wrote it. Asked for nothing, the worker renders every file
     monkeypatch.setattr(files_module, "LARGE_PROGRAM_OPS", 0)
     monkeypatch.setattr(files_module, "_write_file", lambda path, chunks: path.write_text(str(os.nice(0))))
     mine = os.nice(0)
-    paths = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1, nice=5).finish()
+    pending = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1, nice=5)
+    (mapped,) = pending.renderings
+    while mapped.taken.value < len(mapped.items):
+        time.sleep(0.01)
+    paths = pending.finish()
     assert {p.read_text() for p in paths} == {str(min(19, mine + 5))}
+    assert os.nice(0) == mine
+
+
+def test_files_no_worker_started_render_here_at_this_niceness(tmp_path, double_buffer, monkeypatch):
+    # finish renders what the worker has not taken: in this process, whose niceness stays
+    monkeypatch.setattr(files_module, "LARGE_PROGRAM_OPS", 0)
+    here = os.getpid()
+    monkeypatch.setattr(files_module, "_write_file",
+                        lambda path, chunks: path.write_text(f"{os.getpid() == here} {os.nice(0)}"))
+    mine = os.nice(0)
+    paths = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1, nice=5).finish()
+    for p in paths:
+        written_here, nice = p.read_text().split()
+        assert int(nice) == (mine if written_here == "True" else min(19, mine + 5))
     assert os.nice(0) == mine
 
 
