@@ -10,6 +10,18 @@ import pytest
 
 from staticsched._workers import Mapped
 
+#: how long a test waits for a worker to get somewhere before it fails (a bound against a
+#: hang, not a timing assertion: a started worker gets there in milliseconds)
+PATIENCE = 120.0
+
+
+def wait_until(cond) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"a worker did not get there in {PATIENCE} s")
+        time.sleep(0.01)
+
 
 def _mark(folder: Path, k: int) -> tuple[int, int]:
     # O_EXCL: a second run of the same item, in any process, fails here
@@ -32,15 +44,13 @@ def test_this_process_takes_the_items_left_when_it_asks(tmp_path):
 
     def fn(k: int) -> int:
         if os.getpid() != here:
-            while not gate.exists():
-                time.sleep(0.01)
+            wait_until(gate.exists)
         return os.getpid()
 
     here = os.getpid()
     m = Mapped(fn, range(6), 1)
     # the worker's first item taken before this process asks: wait until it is
-    while m.taken.value == 0:
-        time.sleep(0.01)
+    wait_until(lambda: m.taken.value > 0)
     orig = m.fn
     m.fn = lambda k: orig(k) if k < 5 else (gate.touch(), orig(k))[1]
     pids = m.get()

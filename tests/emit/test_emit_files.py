@@ -493,7 +493,9 @@ def test_started_outputs_render_at_the_niceness_asked_for(tmp_path, double_buffe
     mine = os.nice(0)
     pending = files_module.start_outputs(tmp_path / "out", *double_buffer, processes=1, nice=5)
     (mapped,) = pending.renderings
+    deadline = time.monotonic() + 120  # against a hang: a started worker takes them at once
     while mapped.taken.value < len(mapped.items):
+        assert time.monotonic() < deadline, "the worker took no files in 120 s"
         time.sleep(0.01)
     paths = pending.finish()
     assert {p.read_text() for p in paths} == {str(min(19, mine + 5))}
