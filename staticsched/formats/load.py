@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from staticsched._fields import read_text_file
+from staticsched._gc import paused
 from staticsched.errors import ProgramError
 from staticsched.formats.program_json import program_from_dict
 from staticsched.formats.program_text import parse_program_text
@@ -20,6 +21,13 @@ def loads_program(text: str, where: str = "<program>") -> Program:
     ProgramError
         Naming ``where`` and the line (text form) or key (JSON form) of the problem.
     """
+    # a chip's program decodes into ~10^7 acyclic objects: the cycle collector would walk them
+    # again and again as the heap grows (half the load time of the 4096^3 GEMM's program)
+    with paused():
+        return _loads_program(text, where)
+
+
+def _loads_program(text: str, where: str) -> Program:
     if text.lstrip().startswith("{"):
 
         def no_constant(name: str) -> None:

@@ -234,6 +234,24 @@ def _instr_from_dict_quick(body: Any) -> Instr | None:
     return Instr(kind, cycle, id_, duration, reads, writes, attrs_, src, dst, event, peer, sees, mode)
 
 
+def _interned(body: Any, seen: dict[tuple, Instr]) -> Instr | None:
+    """:func:`_instr_from_dict_quick`, made once per distinct record of scalars: a chip's
+    identical cores repeat every set and wait, cycle included. The key holds the values'
+    types, so ``1`` and ``True`` (equal in Python, not in the format) are different records."""
+    if type(body) is not dict:
+        return None
+    try:
+        key = (tuple(body.items()), tuple(map(type, body.values())))
+        got = seen.get(key)
+    except TypeError:  # a list or object inside: an op's record, made each time
+        return _instr_from_dict_quick(body)
+    if got is None:
+        got = _instr_from_dict_quick(body)
+        if got is not None:
+            seen[key] = got
+    return got
+
+
 def _instr_from_dict(body: Any, where: str, pr: Problems) -> Instr | None:
     fast = _instr_from_dict_quick(body)
     if fast is not None:
@@ -341,14 +359,16 @@ def program_from_dict(data: Any, where: str = "<program>") -> Program:
             )
         )
     streams = []
+    seen: dict[tuple, Instr] = {}
     for n, body in enumerate(get_list(data, "streams", where, pr, default=[])):
         w = f"{where}: streams[{n}]"
         if not isinstance(body, dict):
             pr.add(f"{w}: must be an object")
             continue
         check_keys(body, ("core", "unit", "instrs"), w, pr)
+        # the record's place is only formatted for a record the quick path leaves
         instrs = [
-            _instr_from_dict(ib, f"{w}.instrs[{k}]", pr)
+            _interned(ib, seen) or _instr_from_dict(ib, f"{w}.instrs[{k}]", pr)
             for k, ib in enumerate(get_list(body, "instrs", w, pr))
         ]
         streams.append(

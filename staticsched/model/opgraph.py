@@ -30,6 +30,7 @@ from staticsched._fields import (
     positive_ints,
     read_text_file,
 )
+from staticsched._gc import paused
 from staticsched.errors import GraphError, InputError
 from staticsched.model.attrcodec import attr_to_json
 from staticsched.model.graphs import topological_order
@@ -541,4 +542,6 @@ def load_json_file(path: str | Path) -> Any:
 
 def load_opgraph(path: str | Path) -> OpGraph:
     """Load an OpGraph JSON file."""
-    return opgraph_from_dict(load_json_file(path), str(path))
+    # ~10^6 acyclic objects for a chip's graph: see staticsched._gc
+    with paused():
+        return opgraph_from_dict(load_json_file(path), str(path))

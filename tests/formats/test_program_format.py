@@ -309,6 +309,25 @@ def test_json_form_reports_every_problem_at_once():
     assert any("items[0]: unknown key 'colour'" in x for x in lines)
 
 
+def test_a_repeated_record_with_a_value_of_another_type_is_still_refused():
+    # identical set/wait records are decoded once (program_json._interned): True == 1 and
+    # hash alike in Python, but an event id of true is not an integer in the format
+    data = program_to_dict(parse_program_text(GOOD))
+    sync = next((s, k) for s, st in enumerate(data["streams"]) for k, ins in enumerate(st["instrs"])
+                if "event" in ins and "id" not in ins)
+    s, k = sync
+    record = dict(data["streams"][s]["instrs"][k])
+    twin = {key: (True if key == "event" and record[key] == 1 else
+                  False if key == "event" and record[key] == 0 else value)
+            for key, value in record.items()}
+    assert twin == record and twin["event"] is not record["event"]
+    data["streams"][s]["instrs"].insert(k + 1, twin)
+    with pytest.raises(ProgramError) as err:
+        program_from_dict(data, "p.json")
+    assert any(f"streams[{s}].instrs[{k + 1}]: 'event' must be an integer" in x
+               for x in err.value.problems), err.value.problems
+
+
 def test_the_documented_example_parses_and_round_trips():
     doc = (ROOT / "docs" / "program-format.md").read_text()
     blocks = re.findall(r"```text\n(.*?)```", doc, re.S)
