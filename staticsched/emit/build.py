@@ -338,6 +338,9 @@ def _program(schedule: Schedule, plan: SyncPlan, played: Replayed, mode: str) ->
     sees = intended_writes(graph)
     index = graph.op_index
     sync = schedule.hw.sync
+    # a chip's identical cores repeat every set and wait, cycle included: each distinct one
+    # is made once (two thirds of the 4096^3 GEMM's instructions are flags, 16 times over)
+    flag_instrs: dict[tuple[str, str, str, int, int], Instr] = {}
     streams = []
     for s, st in enumerate(plan.streams):
         instrs = []
@@ -380,7 +383,14 @@ def _program(schedule: Schedule, plan: SyncPlan, played: Replayed, mode: str) ->
                                 plan.flags[st.slots[j][1]].merged:
                             cycle = max(cycle, int(cycles[s][j]))
                             j += 1
-                    instrs.append(_sync_instr(f, what, cycle, sync))
+                    if f.kind == "cross":
+                        instrs.append(_sync_instr(f, what, cycle, sync))
+                        continue
+                    key = (what, f.set_unit, f.wait_unit, f.event, cycle)
+                    ins = flag_instrs.get(key)
+                    if ins is None:
+                        ins = flag_instrs[key] = _sync_instr(f, what, cycle, sync)
+                    instrs.append(ins)
         streams.append(Stream(st.core, st.unit, instrs))
     return Program(
         hw=schedule.hw.name,
