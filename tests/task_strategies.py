@@ -168,7 +168,15 @@ def rowwise(
         if draw(st.booleans(), label=key):
             tensors[f"{prefix}{key}"] = {"shape": [cols]}
             task[key] = f"{prefix}{key}"
-    if rop.eps and draw(st.booleans(), label="eps"):
+    if rop.eps and src is not None:
+        # a chained input can hold rows of nearly equal values, and a norm divides fp16's
+        # rounding by their deviation: a drawn attention -> matmul + sigmoid -> layernorm
+        # (thorough profile) had rows of deviation 0.0065 around 0.5, where one fp16 step is
+        # 0.00024, so one step in one element moves its normalized value by ~0.03 (0.028 was
+        # reported, over the 0.02 tolerance). That tests fp16 conditioning, not the schedule;
+        # the largest eps keeps the divisor above 0.3, and the chained norm still runs.
+        task["eps"] = 0.1
+    elif rop.eps and draw(st.booleans(), label="eps"):
         task["eps"] = draw(st.sampled_from([1e-5, 1e-3, 0.1]), label="eps value")
     if draw(st.booleans(), label="explicit tiling"):
         task["tiling"] = {"rows": draw(st.sampled_from([3, 8, 16]), label="tile rows"),
