@@ -18,17 +18,16 @@ from staticsched.solver.budget import (
     STOP_WALL_NET,
     Clock,
     Shape,
-    det_rate,
     gap_target,
 )
-from staticsched.solver.cpmodel import solve_cpsat
-from staticsched.solver.families.links import fix_rates
+from staticsched.solver.families.links import fix_rates, rates_of
 from staticsched.solver.feasibility import model_violations
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
 from staticsched.solver.lns import improve_lns
 from staticsched.solver.normalize import semi_active
-from staticsched.solver.portfolio import FULL_LIMIT, plan, solve_whole
-from staticsched.solver.problem import Problem, relax_event_budgets, relax_flag_slots
+from staticsched.solver.portfolio import plan, solve_whole
+from staticsched.solver.problem import Problem, relax_flag_slots
+from staticsched.solver.rescue import unstick
 
 RANK = {"optimal": 0, "feasible": 1, "heuristic": 2}
 #: whether a transfer holds its rate on a link from its start rather than from the end of its
@@ -128,23 +127,17 @@ def solve_problem(
         found = list_schedule(prob, enough=target)
     if start is not None and (isinstance(found, Stuck) or start.makespan < found.makespan):
         found = start
-    relaxed = False
+    relaxed, rescue = False, None
     # the search starts here: the time limit bounds what follows, up to normalisation
     t_search = time.monotonic()
     clock = clock.start()
     if isinstance(found, Stuck):
-        rate = det_rate(shape.family, "interleave", prob.n)
-        rescued = _rescue(prob, found, bound.value, clock.det_limit(rate), clock.remaining(), seed)
-        if isinstance(rescued, Stuck) and rescued.kind != "memory":
-            # The flag-lifetime model is stricter than the program: the sync planner can still
-            # delay SETs (trading time for ids), so a schedule stuck on event ids (or on
-            # nothing memory explains) is solved without them and the planner makes the ids fit
-            prob = relax_event_budgets(prob)
-            relaxed = True
-            rescued = list_schedule(prob, enough=target)
-        if isinstance(rescued, Stuck):
-            return SubResult((), (), 0, bound.value, bound.source, "heuristic", "list", 0, stuck=rescued)
-        found = rescued
+        rescue = unstick(prob, found, bound.value, clock, seed, target)
+        if isinstance(rescue.found, Stuck):
+            return SubResult((), (), 0, bound.value, bound.source, "heuristic", "list", 0,
+                             stuck=rescue.found, spent=rescue.spent, det_time=rescue.det_time)
+        # a relaxed problem keeps ``exact`` as it was: its proofs are not the user's
+        found, prob, relaxed = rescue.found, rescue.prob, rescue.relaxed
     prob = fix_rates(prob, found.rates)
     listed = semi_active(prob, found.starts, found.offsets)
     list_ms = _makespan(prob, listed)
@@ -154,13 +147,15 @@ def solve_problem(
     # the search stops once an incumbent is proven within the gap of the bound
     if method == "cpsat" and status != "optimal" and list_ms <= target:
         stop = STOP_GAP
-    cp_ms, cp_status, cp_bound, det_used = -1, "", -1, 0.0
+    cp_ms, cp_status, cp_bound = -1, "", -1
+    # what the rescue spent is the search's: the phases get what it left
+    spent = rescue.spent if rescue is not None else 0.0
+    det_used = rescue.det_time if rescue is not None else 0.0
     if progress is not None:
         progress(f"{label}list makespan {list_ms}, lower bound {bound.value}")
-    spent = 0.0
     if method == "cpsat" and status != "optimal" and stop != STOP_GAP:
         phases = plan(shape)
-        left = clock.seconds
+        left = max(0.0, clock.seconds - spent)
         start, stops, proven, objective = found, [], None, -1
         for k, phase in enumerate(phases):
             # a phase gets its share of what the earlier phases left
@@ -214,6 +209,8 @@ def solve_problem(
             status, stop = "feasible", STOP_MODEL_OPTIMAL
         else:
             stop = _worst(stops) if stops else stop
+    if rescue is not None and rescue.stop_reason in (STOP_WALL_MODE, STOP_WALL_NET) and stop != STOP_OPTIMAL:
+        stop = rescue.stop_reason  # the start itself depended on the wall clock
     return SubResult(
         best,
         offsets,
@@ -232,7 +229,7 @@ def solve_problem(
         spent=spent,
         det_time=det_used,
         search_seconds=time.monotonic() - t_search,
-        rates=_rates(prob),
+        rates=rates_of(prob),
         durs=prob.dur,
     )
 
@@ -250,15 +247,6 @@ def _left_justified(prob: Problem, tt: Timetable) -> Timetable:
     return attrs.evolve(tt, starts=starts, makespan=_makespan(prob, starts))
 
 
-def _rates(prob: Problem) -> tuple[int, ...]:
-    if not prob.xfers:
-        return ()
-    rates = [0] * prob.n
-    for x in prob.xfers:
-        rates[x.op] = x.rate
-    return tuple(rates)
-
-
 def _worst(stops: list[str]) -> str:
     """The stop reason to report for several searches: a wall-clock stop taints the result
     (not reproducible); otherwise the last search's reason."""
@@ -266,20 +254,6 @@ def _worst(stops: list[str]) -> str:
         if reason in stops:
             return reason
     return stops[-1]
-
-
-def _rescue(
-    prob: Problem, stuck: Stuck, lower: int, det_limit: float, wall_limit: float, seed: int
-) -> Timetable | Stuck:
-    """When the list scheduler is stuck on a small problem, let CP-SAT search from scratch: it
-    finds a schedule or proves that none satisfies the constraints (recorded in ``stuck``)."""
-    if prob.n > FULL_LIMIT:
-        return stuck
-    fixed = fix_rates(prob, ())  # CP-SAT schedules transfers at fixed rates: the most allowed
-    cp = solve_cpsat(fixed, None, lower, det_limit=det_limit, wall_limit=wall_limit, seed=seed)
-    if cp.timetable is not None:
-        return attrs.evolve(cp.timetable, rule="cpsat-rescue", rates=_rates(fixed))
-    return attrs.evolve(stuck, proof="infeasible" if cp.status == "infeasible" else "unknown")
 
 
 def _makespan(prob: Problem, starts: list[int] | tuple[int, ...]) -> int:

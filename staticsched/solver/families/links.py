@@ -213,6 +213,17 @@ def fix_rates(prob: Problem, rates: Sequence[int]) -> Problem:
     return attrs.evolve(prob, dur=dur, xfers=xfers)
 
 
+def rates_of(prob: Problem) -> tuple[int, ...]:
+    """Each op's fixed transfer rate in ``prob`` (0 for an op that is no transfer), as
+    :func:`fix_rates` takes them; empty without transfers."""
+    if not prob.xfers:
+        return ()
+    rates = [0] * prob.n
+    for x in prob.xfers:
+        rates[x.op] = x.rate
+    return tuple(rates)
+
+
 def holds_of(prob: Problem, starts: Sequence[int]) -> list[tuple[int, int, int, int, tuple[int, ...]]]:
     """``(op, hold start, end, units, links)`` of every transfer of a rate-fixed problem."""
     return [(x.op, x.hold_start(starts[x.op], prob.link_overhead_holds), starts[x.op] + prob.dur[x.op],
