@@ -3,6 +3,7 @@ with networkx, and used nowhere in the package."""
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -81,7 +82,14 @@ def fluid_segments(
 
     Returns the segments ``(t0, t1, {transfer: rate})`` and every transfer's end cycle.
     """
+    # a transfer's work left is brought up to date only when its rate changes (at ``since``);
+    # its end at an unchanged rate stays where it was (hundreds of transfers share a link at
+    # once in drawn programs, and most keep their rate from one event to the next)
     left = {i: Fraction(w) for i, (_, w, _, _) in enumerate(transfers)}
+    since: dict[int, int] = {}
+    rate_of: dict[int, Fraction] = {}
+    end_of: dict[int, int] = {}
+    starts = sorted(d for d, _, _, _ in transfers)
     ended: dict[int, int] = {}
     segments = []
     t = min((d for d, _, _, _ in transfers), default=0)
@@ -91,28 +99,33 @@ def fluid_segments(
         room = {k: Fraction(c) for k, c in enumerate(capacities)}
         while len(rates) < len(active):
             rest = [i for i in active if i not in rates]
-            cands = [Fraction(transfers[i][2]) for i in rest]
+            # each link's unfixed users and equal share, once per level
+            users = {k: sum(1 for i in rest if k in transfers[i][3]) for k in room}
+            share = {k: room[k] / users[k] for k in room if users[k]}
+            level = min([Fraction(min(transfers[i][2] for i in rest)), *share.values()])
+            fixed = [i for i in rest if transfers[i][2] == level
+                     or any(share[k] == level for k in transfers[i][3])]
+            for i in fixed:
+                rates[i] = level
             for k in room:
-                users = [i for i in rest if k in transfers[i][3]]
-                if users:
-                    cands.append(room[k] / len(users))
-            level = min(cands)
-            for i in rest:
-                full = [k for k in transfers[i][3]
-                        if room[k] / sum(1 for j in rest if k in transfers[j][3]) == level]
-                if transfers[i][2] == level or full:
-                    rates[i] = level
-            for i, r in rates.items():
-                if i in rest:
-                    for k in transfers[i][3]:
-                        room[k] -= r
-        future = [d for d, _, _, _ in transfers if d > t]
-        ends = [t + math.ceil(left[i] / rates[i]) for i in active if rates[i] > 0]
-        nxt = min([*future, *ends])
+                room[k] -= level * sum(1 for i in fixed if k in transfers[i][3])
+        for i in active:
+            if rate_of.get(i) == rates[i]:
+                continue
+            if i in rate_of:
+                left[i] -= rate_of[i] * (t - since[i])
+            since[i], rate_of[i] = t, rates[i]
+            if rates[i] > 0:
+                end_of[i] = t + math.ceil(left[i] / rates[i])
+            else:
+                end_of.pop(i, None)
+        k = bisect.bisect_right(starts, t)
+        future = starts[k:k + 1]
+        nxt = min([*future, *(end_of[i] for i in active if i in end_of)])
         segments.append((t, nxt, dict(rates)))
         for i in active:
-            left[i] -= rates[i] * (nxt - t)
-            if left[i] <= 0:
+            done = end_of[i] <= nxt if i in end_of else left[i] <= 0  # no work left at nxt
+            if done:
                 ended[i] = nxt
         t = nxt
     return segments, ended
