@@ -76,33 +76,32 @@ def unstick(prob: Problem, stuck: Stuck, lower: int, clock: Clock, seed: int, ta
     fallback = list_schedule(loose, enough=target) if loose is not None else None
     behind = fallback if isinstance(fallback, Timetable) else None
     if prob.n > FULL_LIMIT:
-        if loose is not None and behind is not None:
+        if behind is not None and loose is not None:
             return Unstuck(behind, loose, relaxed=True)
         return Unstuck(stuck, prob)
     t0 = time.monotonic()
     rate = det_rate(Shape.of(prob).family, "interleave", prob.n)
     seconds = clock.seconds * (RESCUE_SHARE if behind is not None else 1.0)
-    cp = _rescue(prob, behind, lower, clock.det_limit(rate, seconds),
+    fixed = fix_rates(prob, ())  # CP-SAT schedules transfers at fixed rates: the most allowed
+    cp = _rescue(fixed, behind, lower, clock.det_limit(rate, seconds),
                  clock.remaining() if clock.deterministic else min(seconds, clock.remaining()), seed)
     spent = spent_seconds(cp.det_time, rate) if clock.deterministic else time.monotonic() - t0
     charged = {"spent": spent, "det_time": cp.det_time, "stop_reason": cp.stop_reason}
-    fixed = fix_rates(prob, ())
     if cp.timetable is not None and (behind is None or cp.timetable.makespan <= behind.makespan):
         rescued = attrs.evolve(cp.timetable, rule="cpsat-rescue", rates=rates_of(fixed))
         return Unstuck(rescued, prob, **charged)
-    if loose is not None and behind is not None:
+    if behind is not None and loose is not None:
         return Unstuck(behind, loose, relaxed=True, **charged)
     proof = "infeasible" if cp.status == "infeasible" else "unknown"
     return Unstuck(attrs.evolve(stuck, proof=proof), prob, **charged)
 
 
 def _rescue(
-    prob: Problem, hint: Timetable | None, lower: int, det_limit: float, wall_limit: float, seed: int
+    fixed: Problem, hint: Timetable | None, lower: int, det_limit: float, wall_limit: float, seed: int
 ) -> CpResult:
-    """CP-SAT on ``prob`` at its transfers' full rates: hinted by ``hint`` (a schedule of the
-    relaxed problem) up to its first schedule no longer than it, else from scratch up to its
-    first schedule."""
-    fixed = fix_rates(prob, ())  # CP-SAT schedules transfers at fixed rates: the most allowed
+    """CP-SAT on ``fixed`` (its transfers at fixed rates): hinted by ``hint`` (a schedule of
+    the relaxed problem) up to its first schedule no longer than it, else from scratch up to
+    its first schedule."""
     if hint is None:
         return solve_cpsat(fixed, None, lower, det_limit=det_limit, wall_limit=wall_limit,
                            seed=seed, target=naive_horizon(fixed))
