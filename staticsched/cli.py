@@ -142,6 +142,10 @@ def _parser() -> argparse.ArgumentParser:
     _solver_options(sch, time_limit=60.0)
     _output_options(sch)
     _fusion_option(sch)
+    sch.add_argument("--explain", action="store_true",
+                     help="print the critical path op by op, each wait with its cause, after the "
+                     "summary's gap section (the bound's binding term, the path's waits by cause, "
+                     "each pipe's idle time per core type)")
     sch.add_argument("--dispatch", action="store_true",
                      help="also compare, with the list method, (a) the graph as one static program, (b) "
                      "its tasks as kernels launched back to back, (c) its unfused nodes as kernels "
@@ -431,6 +435,9 @@ def _finish(args: argparse.Namespace, hw, res, rep, write, more: Sequence[str] =
     if choice.note:
         print(f"note         : {choice.note}")
     for line in phase_table(rep.timings):
+        print(line)
+    # the gap section last: where the time goes between the bound and the makespan
+    for line in res.explain().lines(full=getattr(args, "explain", False)):
         print(line)
     return EXIT_OK if report is None or report.ok else EXIT_VERIFY_FAILED
 

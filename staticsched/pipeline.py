@@ -36,6 +36,22 @@ class Compiled:
     program: Program = attrs.field(repr=False)
     plan: Any = attrs.field(repr=False)
     timings: tuple[tuple[str, float], ...] = attrs.field(converter=tuple, default=(), repr=False)
+    #: the program's nominal replay (:class:`staticsched.emit.build.Replayed`): its cycles
+    replayed: Any = attrs.field(default=None, repr=False, eq=False)
+
+    def explain(self) -> Any:
+        """Where the time goes between the lower bound and the makespan: the bound's binding
+        term, the critical path of the program's replay with each wait's cause, and each
+        pipe's idle time per core type (:class:`staticsched.emit.explain.Explanation`)."""
+        import json
+
+        from staticsched.emit.build import replay
+        from staticsched.emit.explain import explain
+
+        played = self.replayed if self.replayed is not None else replay(self.schedule, self.plan)
+        source = self.schedule.graph.source
+        tasks = [t.get("id", "") for t in json.loads(source).get("tasks", [])] if source else []
+        return explain(self.schedule, self.plan, played.cycles, played.ends, tasks)
 
     def write(
         self,
@@ -144,7 +160,7 @@ def compile_graph(
     bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers, gap=gap)
     if bad:
         raise InputError(bad)
-    from staticsched.emit import finalize
+    from staticsched.emit.build import finalize_replayed
     from staticsched.solver import solve
 
     rep = as_progress(progress)
@@ -161,5 +177,5 @@ def compile_graph(
                         gap=gap)
         if on_solved is not None:
             on_solved(og)
-        final, program, plan = finalize(raw, mode=mode, progress=rep, on_final=on_final)
-    return Compiled(og, final, program, plan, rep.timings[done:])
+        final, program, plan, played = finalize_replayed(raw, mode=mode, progress=rep, on_final=on_final)
+    return Compiled(og, final, program, plan, rep.timings[done:], played)

@@ -453,6 +453,16 @@ def finalize(
     schedule: Schedule, mode: str = "flags", progress: Progress | None = None,
     on_final: Callable[[Schedule, SyncPlan], Any] | None = None,
 ) -> tuple[Schedule, Program, SyncPlan]:
+    """Plan sync, build the program and time it: :func:`finalize_replayed` without the
+    replay."""
+    final, program, plan, _ = finalize_replayed(schedule, mode, progress, on_final)
+    return final, program, plan
+
+
+def finalize_replayed(
+    schedule: Schedule, mode: str = "flags", progress: Progress | None = None,
+    on_final: Callable[[Schedule, SyncPlan], Any] | None = None,
+) -> tuple[Schedule, Program, SyncPlan, Replayed]:
     """Plan sync, build the program and time it: the last step before writing files.
 
     Parameters
@@ -471,10 +481,11 @@ def finalize(
 
     Returns
     -------
-    (Schedule, Program, SyncPlan)
+    (Schedule, Program, SyncPlan, Replayed)
         The schedule -- the plan's op times and placements, with the sync events, ``makespan``
         and status of the program's replay and the plan's ``planned_makespan`` -- the program,
-        and the plan.
+        the plan, and the replay the program's cycles come from (what
+        :func:`staticsched.emit.explain.explain` reads).
 
     Raises
     ------
@@ -494,7 +505,8 @@ def finalize(
             timed = attrs.evolve(schedule, events=(), planned_makespan=schedule.makespan)
             if on_final is not None:
                 on_final(timed, plan)
-            return timed, build_program(timed, plan), plan
+            played = _timing(timed, plan)
+            return timed, _program(timed, plan, played, "timed"), plan, played
     with rep.phase("plan sync"):
         plan = plan_sync(schedule, progress=rep)
         if plan.stats.fallback:
@@ -512,4 +524,4 @@ def finalize(
         final = _played(schedule, plan, played)
         if on_final is not None:
             on_final(final, plan)
-        return final, _program(final, plan, played, "flags"), plan
+        return final, _program(final, plan, played, "flags"), plan, played

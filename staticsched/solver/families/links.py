@@ -17,7 +17,6 @@ The values a :class:`~staticsched.solver.problem.Problem` holds (:class:`LinkSpe
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 
 import attrs
@@ -27,6 +26,7 @@ from staticsched.model.hardware import RATE_DENOM, Hardware
 from staticsched.model.links import Transfer, flow_edges, op_transfer, peak_usage
 from staticsched.model.opgraph import OpGraph
 from staticsched.solver.families.base import Edge, Passive
+from staticsched.solver.jackson import jackson_bound
 from staticsched.solver.link_values import LinkSpec, Xfer
 from staticsched.solver.problem import Problem
 from staticsched.solver.variables import Variables
@@ -168,30 +168,11 @@ def link_bound(
     out = []
     for k, spec in enumerate(links):
         u = spec.units
-        jobs = sorted(
-            ((heads[x.op] + x.overhead) * u, x.bytes * RATE_DENOM, tails[x.op] * u)
-            for x in xfers if k in x.links
-        )
+        jobs = [((heads[x.op] + x.overhead) * u, x.bytes * RATE_DENOM, tails[x.op] * u)
+                for x in xfers if k in x.links]
         if not jobs:
             continue
-        best = 0
-        t = 0
-        ready: list[tuple[int, int]] = []  # (-tail, remaining)
-        i = 0
-        while i < len(jobs) or ready:
-            if not ready and t < jobs[i][0]:
-                t = jobs[i][0]
-            while i < len(jobs) and jobs[i][0] <= t:
-                heapq.heappush(ready, (-jobs[i][2], jobs[i][1]))
-                i += 1
-            neg_tail, rem = heapq.heappop(ready)
-            until = jobs[i][0] if i < len(jobs) else t + rem
-            run = min(rem, until - t)
-            t += run
-            if run < rem:
-                heapq.heappush(ready, (neg_tail, rem - run))
-            else:
-                best = max(best, t - neg_tail)
+        best = jackson_bound(jobs)
         out.append((spec.name, -(-best // u)))
     return out
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from ortools.sat.python import cp_model
 
 from staticsched.solver.families.base import Edge, Passive
+from staticsched.solver.jackson import jackson_bound
 from staticsched.solver.problem import Problem
 from staticsched.solver.variables import Variables
 
@@ -57,22 +58,18 @@ class Pipes(Passive):
 
     def bounds(self, prob: Problem, heads: Sequence[int], tails: Sequence[int],
                core_names: tuple[int, ...] | None) -> list[tuple[str, int]]:
-        """Per pipe: no op of it starts before the least head among them, the pipe runs its ops
-        one at a time, and after the last the least tail remains."""
-        cp = max(heads[i] + tails[i] for i in range(prob.n))
-        npipes = len(prob.pipes)
-        busy = [0] * npipes
-        head = [cp] * npipes
-        tail = [cp] * npipes
+        """Per pipe: its ops run one at a time, each no earlier than its head and each followed
+        by its tail (the longest paths of the edges), so Jackson's preemptive schedule of them
+        bounds the makespan (:func:`~staticsched.solver.jackson.jackson_bound`). It is at
+        least ``min head + sum of durations + min tail``, and more where a pipe's work cannot
+        start early or must end early: a task's loads waiting for the task before it."""
+        jobs: dict[int, list[tuple[int, int, int]]] = {}
         for i in range(prob.n):
-            p = prob.pipe_of[i]
-            busy[p] += prob.dur[i]
-            head[p] = min(head[p], heads[i])
-            tail[p] = min(tail[p], tails[i] - prob.dur[i])
+            jobs.setdefault(prob.pipe_of[i], []).append((heads[i], prob.dur[i], tails[i] - prob.dur[i]))
         out = []
         for p, (core, unit) in enumerate(prob.pipes):
             label = f"{core_names[core] if core_names else core}:{unit}"
-            out.append((f"pipe {label}", head[p] + busy[p] + tail[p]))
+            out.append((f"pipe {label}", jackson_bound(jobs.get(p, ()))))
         return out
 
     def order_edges(self, prob: Problem, starts: Sequence[int], offsets: Sequence[int]) -> list[Edge]:
