@@ -101,6 +101,7 @@ def _output_options(p: argparse.ArgumentParser) -> None:
 
 def _fusion_option(p: argparse.ArgumentParser) -> None:
     from staticsched.frontend.fusion import FUSION_MODES
+    from staticsched.frontend.layouts import LAYOUT_MODES
     from staticsched.frontend.mapping import MAPPING_MODES
     from staticsched.model.dtypes import COMPUTE_DTYPES
 
@@ -116,6 +117,11 @@ def _fusion_option(p: argparse.ArgumentParser) -> None:
                    help="an ONNX model's fusion: none (a task per node), rules (the seed's rules with "
                    "this hardware's costs, default), search (schedule each matmul's candidate epilogue "
                    "boundaries with the list method, keep the fastest)")
+    p.add_argument("--layouts", choices=LAYOUT_MODES, default="rules",
+                   help="an ONNX model's GM tensor layouts: rules (each tensor ND or the Cube's NZ by the "
+                   "cycles its accesses cost with this hardware's ND2NZ model, default), search (the rules "
+                   "checked with the list method), given (the import's own: weights NZ); layouts.txt has "
+                   "every decision")
     p.add_argument("--weights-nz", action=argparse.BooleanOptionalAction, default=True,
                    help="an ONNX model's constant matmul weights stored in the Cube's fractal format "
                    "(NZ), as frameworks convert them at load time, so their loads convert nothing "
@@ -284,7 +290,7 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
         with rep.phase("import"):
             imported = import_for_schedule(args.graph, hw, fusion=args.fusion, budget=_budget(args),
                                            mapping=args.mapping, weights_nz=args.weights_nz,
-                                           dtype=args.dtype)
+                                           dtype=args.dtype, layouts=args.layouts)
         graph, extra, more = imported.graph, imported.files(), imported.lines()
     early: list = []
     files: list = []
@@ -359,7 +365,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     hw = load_hardware(args.hw)
     imported = import_for_schedule(args.model, hw, fusion=args.fusion, budget=None, mapping=args.mapping,
-                                   weights_nz=args.weights_nz, dtype=args.dtype)
+                                   weights_nz=args.weights_nz, dtype=args.dtype, layouts=args.layouts)
     paths = write_graph(imported, args.output)
     for line in imported.lines():
         print(line)

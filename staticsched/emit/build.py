@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -78,7 +79,7 @@ def replay(schedule: Schedule, plan: SyncPlan) -> Replayed:
     sync = schedule.hw.sync
     # a transfer slowed by a shared link runs longer than its op's nominal duration
     duration = {t.id: t.end - t.start for t in schedule.ops}
-    latency, hold = _latencies(sync, plan), _holds(sync, plan)
+    latency, hold = _latencies(sync, plan), wait_holds(sync, plan)
     streams = plan.streams
     cycles = [[0] * len(s.slots) for s in streams]
     ends: dict[str, int] = {}
@@ -122,8 +123,17 @@ def _latencies(sync, plan: SyncPlan) -> list[int]:
             sync.latency((f.set_core, f.set_unit), (f.wait_core, f.wait_unit)) for f in plan.flags]
 
 
-def _holds(sync, plan: SyncPlan) -> list[int]:
-    return [sync.wait_hold(f.route) for f in plan.flags]
+def wait_holds(sync, plan: SyncPlan) -> list[int]:
+    """Per flag, the cycles its WAIT holds its core once its flag is visible: a GM word's
+    polling load, paid once by a run of GM-word WAITs in a row on one stream (a turnstile:
+    one load polls them all), i.e. by the run's last WAIT only."""
+    hold = [sync.wait_hold(f.route) for f in plan.flags]
+    for st in plan.streams:
+        slots = st.slots
+        for (what, ref), (nxt, ref2) in itertools.pairwise(slots):
+            if what == "wait" and nxt == "wait" and hold[ref] and hold[ref2]:
+                hold[ref] = 0
+    return hold
 
 
 def _check_finished(plan: SyncPlan, at: Sequence[int]) -> None:
@@ -159,7 +169,7 @@ def _fluid_replay(schedule: Schedule, plan: SyncPlan, fluid: dict[str, FluidTran
     """The replay in time order: pipes issue as in :func:`replay`, transfers on shared links
     end when link sharing (:class:`~staticsched.model.fluid.FluidLinks`) drains them."""
     duration = {t.id: t.end - t.start for t in schedule.ops}
-    latency, hold = _latencies(schedule.hw.sync, plan), _holds(schedule.hw.sync, plan)
+    latency, hold = _latencies(schedule.hw.sync, plan), wait_holds(schedule.hw.sync, plan)
     streams = plan.streams
     cycles = [[0] * len(s.slots) for s in streams]
     ends: dict[str, int] = {}

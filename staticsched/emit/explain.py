@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from staticsched.emit.build import wait_holds
 from staticsched.emit.sync import Flag, SyncPlan
 from staticsched.model.links import op_transfers
 from staticsched.model.schedule import Schedule
@@ -192,7 +193,7 @@ def explain(schedule: Schedule, plan: SyncPlan, cycles: Sequence[Sequence[int]],
             for op, x in zip(graph.ops, xfers, strict=True)}
     latency = [sync.route_latency(f.route) if f.route else
                sync.latency((f.set_core, f.set_unit), (f.wait_core, f.wait_unit)) for f in plan.flags]
-    hold = [sync.wait_hold(f.route) for f in plan.flags]
+    hold = wait_holds(sync, plan)
 
     def done(s: int, k: int) -> int:
         """When slot ``k`` of stream ``s`` lets the stream go on: an op's end, a flag's cycle."""

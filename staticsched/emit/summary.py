@@ -173,16 +173,17 @@ def traffic_lines(schedule: Schedule) -> list[str]:
 
 def layout_lines(schedule: Schedule) -> list[str]:
     """The Cube operand loads that convert ND to the fractal format on the fly (``nd2nz``):
-    how many, and the pipe time the derate adds over the same loads at the path's full rate
-    (summed over the cores); and how many tensors the source TaskGraph stores NZ. Nothing when
-    neither happens (a chip without ``nd2nz_derate`` and a graph without NZ tensors)."""
+    how many, the pipe time their conversion adds over the same loads at the path's full rate
+    (summed over the cores) and its share of that pipe's time on the cores that convert; and
+    how many GM tensors are NZ. Nothing when neither happens (a chip that does not price
+    layouts and a graph without NZ tensors)."""
     from staticsched.model.opkinds import KINDS, item_shape
 
     graph, hw = schedule.graph, schedule.hw
     items = graph.item_map
     load = KINDS["load"]
     count = extra = 0
-    units: set[str] = set()
+    where: set[tuple[int, str]] = set()
     for op in graph.ops:
         if op.kind != "load" or not op.attr.get("nd2nz", False):
             continue
@@ -190,21 +191,27 @@ def layout_lines(schedule: Schedule) -> list[str]:
         a = {**dict(load.defaults), **op.attr, "rate": 0.0}
         count += 1
         extra += load.duration(hw, a, (), shapes) - load.duration(hw, {**a, "nd2nz": False}, (), shapes)
-        units.add(op.unit)
-    nz = 0
-    if graph.source:
-        tensors = json.loads(graph.source).get("tensors", {})
-        nz = sum(1 for body in tensors.values() if body.get("layout") == "NZ")
+        where.add((op.core, op.unit))
+    nz = sum(1 for t in graph.tensors if t.layout == "NZ")
     if not count and not nz:
         return []
-    derate = hw.cube.nd2nz_derate if hw.cube is not None else 0.0
-    pipes = "/".join(sorted(units))
+    cube = hw.cube
+    model = ("the ND2NZ model of [cube.nd2nz]" if cube is not None and cube.nd2nz is not None
+             else f"nd2nz_derate {cube.nd2nz_derate if cube is not None else 0:g}")
     if count:
-        done = (f"{count:,} ND->NZ conversions on {pipes} loads, +{extra:,} cycles of {pipes} time "
-                f"(nd2nz_derate {derate:g})")
+        units = sorted({u for _, u in where})
+        types = sorted({ct.name for c, _ in where if (ct := hw.core_type(c)) is not None})
+        cores = {c for c, _ in where}
+        if types:  # the converting pipes on every core of their type
+            cores = {c for t in types for c in hw.cores_of_type(t)}
+        busy = sum(op.duration for op in graph.ops if op.core in cores and op.unit in units)
+        on = f"{'/'.join(types)} " if types else ""
+        share = f", {100 * extra / busy:.1f}% of the {on}{'/'.join(units)} time" if busy else ""
+        done = (f"{count:,} ND->NZ conversions on {'/'.join(units)} loads, +{extra:,} cycles{share} "
+                f"({model})")
     else:
-        done = f"no ND->NZ conversion priced (nd2nz_derate {derate:g})"
-    return [f"layouts      : {done}; NZ operands: {nz} tensor{'s' if nz != 1 else ''}"]
+        done = f"no ND->NZ conversion ({model})"
+    return [f"layouts      : {done}; NZ tensors: {nz}"]
 
 
 def tiling_lines(schedule: Schedule) -> list[str]:

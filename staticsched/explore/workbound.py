@@ -161,10 +161,13 @@ class MatmulBounds:
         if transpose:
             a["transpose"] = True
         nz = task.a_nz if which == "a" else task.b_nz
-        if not nz and self.hw.cube is not None and self.hw.cube.nd2nz_derate > 0:
-            # an ND operand's load converts it at the derated rate, as the lowering's does: left
-            # out, the bound sat 5.7x under every candidate on ascend-a2 and pruned none
+        if nz:
+            a["nz"] = True
+        elif self.hw.cube is not None and self.hw.cube.models_layouts:
+            # an ND operand's load converts it at its shape's derated rate, as the lowering's
+            # does: left out, the bound sat under every candidate on ascend-a2 and pruned none
             a["nd2nz"] = True
+            a["stride"] = task.stored_tile(which, rows, cols)[2]
         got = self._memo[(which, rows, cols)] = (
             op("load", a, (), (l1,)), op("move", {"rows": rows, "cols": cols}, (l1,), (l0,)))
         return got

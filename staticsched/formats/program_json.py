@@ -19,6 +19,7 @@ from staticsched.formats import jsonfmt
 from staticsched.formats.encoding import MNEMONIC, attr_types, check_encodable
 from staticsched.formats.jsonfmt import dumps_json, encode
 from staticsched.model.attrcodec import attr_from_json
+from staticsched.model.layouts import LAYOUTS
 from staticsched.model.opgraph import Tensor, attrs_to_json, operands_to_json
 from staticsched.model.program import FORMAT, VERSION, Instr, ProgItem, Program, Stream
 
@@ -76,7 +77,8 @@ def program_to_dict(program: Program) -> dict[str, Any]:
         "mode": program.mode,
         "makespan": program.makespan,
         "tensors": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype,
-                     **({"workspace": True} if t.workspace else {})} for t in program.tensors],
+                     **({"workspace": True} if t.workspace else {}),
+                     **({"layout": t.layout} if t.layout != "ND" else {})} for t in program.tensors],
         "items": [
             {
                 "name": it.name,
@@ -326,11 +328,12 @@ def program_from_dict(data: Any, where: str = "<program>") -> Program:
         if not isinstance(body, dict):
             pr.add(f"{w}: must be an object")
             continue
-        check_keys(body, ("name", "shape", "dtype", "workspace"), w, pr)
+        check_keys(body, ("name", "shape", "dtype", "workspace", "layout"), w, pr)
         tensors.append(
             Tensor(
                 get_str(body, "name", w, pr), _int_list(body, "shape", w, pr), get_str(body, "dtype", w, pr),
                 get_bool(body, "workspace", w, pr, default=False),
+                get_str(body, "layout", w, pr, default="ND", choices=list(LAYOUTS)) or "ND",
             )
         )
     items = []

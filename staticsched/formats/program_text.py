@@ -24,6 +24,7 @@ from staticsched.formats.encoding import (
     sees_from_fields,
 )
 from staticsched.model.attrcodec import format_attr, parse_attr
+from staticsched.model.layouts import LAYOUTS
 from staticsched.model.opgraph import Tensor
 from staticsched.model.program import (
     CROSS_KINDS,
@@ -85,7 +86,8 @@ def iter_program_text(program: Program) -> Iterator[str]:
         out.append(f"source {json.dumps(program.source)}")
     for t in program.tensors:
         scratch = " workspace" if t.workspace else ""
-        out.append(f"tensor {quote(t.name)} {_dims(t.shape)} {quote(t.dtype)}{scratch}")
+        layout = f" layout={t.layout}" if t.layout != "ND" else ""
+        out.append(f"tensor {quote(t.name)} {_dims(t.shape)} {quote(t.dtype)}{scratch}{layout}")
     for it in program.items:
         out.append(
             f"item {quote(it.name)} core={it.core} space={quote(it.space)} offset={it.offset} "
@@ -387,7 +389,14 @@ def parse_program_text(text: str) -> Program:
             tok = line.peek()
             scratch = tok is not None and not tok.key and not tok.quoted and tok.value == "workspace"
             line.at += scratch
-            tensors.append(Tensor(name, shape, dtype, scratch))
+            layout = "ND"
+            tok = line.peek()
+            if tok is not None and tok.key == "layout":
+                line.at += 1
+                if tok.value not in LAYOUTS:
+                    line.fail(f"layout must be one of {', '.join(LAYOUTS)}, got {tok.value!r}")
+                layout = tok.value
+            tensors.append(Tensor(name, shape, dtype, scratch, layout))
             line.end()
         elif word == "item":
             items.append(_parse_item(line))

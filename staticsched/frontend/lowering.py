@@ -132,11 +132,13 @@ def lower(tg: TaskGraph, hw: Hardware, *, op_budget: int | None = DEFAULT_OP_BUD
         )
     em = Builder(hw)
     em.placement = placements(tg, hw)
+    for t in tg.tensors:
+        em.declare(t.name, t.layout, t.shape2d[1])
     for plan in plans:
         plan.lower(em)
     if em.problems:
         raise GraphError([em.problems[key] for key in sorted(em.problems)])
-    tensors = [Tensor(t.name, t.shape2d, t.dtype) for t in tg.tensors] + em.workspaces
+    tensors = [Tensor(t.name, t.shape2d, t.dtype, layout=t.layout) for t in tg.tensors] + em.workspaces
     # items by name, as the OpGraph JSON form holds them, so that the graph round-trips equal
     items = sorted(em.items, key=lambda it: it.name)
     return OpGraph(items, em.ops, tensors, dumps_taskgraph(tg))

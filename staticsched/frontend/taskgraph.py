@@ -185,7 +185,6 @@ def taskgraph_from_dict(data: Any, where: str = "<taskgraph>", base: Path | None
                 tasks.append(task)
 
     _check_writers(tasks, where, pr)
-    _check_layouts(tensors, tasks, where, pr)
     if not pr:  # with every task read, a cycle is a problem of its own
         _check_cycles(tasks, where, pr)
     constants = _read_constants(data, tensors, tasks, where, base, pr)
@@ -318,23 +317,6 @@ def _read_tensors(data: Mapping[str, Any], where: str, pr: Problems) -> tuple[li
         layout = get_str(body, "layout", w, pr, default="ND", choices=LAYOUTS)
         out.append(TensorDecl(name, tuple(shape), dtype, space, layout if layout in LAYOUTS else "ND"))
     return out, bad_shapes
-
-
-def _check_layouts(tensors: list[TensorDecl], tasks: list[Task], where: str, pr: Problems) -> None:
-    """An ``NZ`` tensor is an input of the graph (converted before it runs, as a framework
-    casts a weight at load time) that every task reads as a Cube operand: a task writing it
-    would have to produce the fractal format, and a Vector task reads row-major tiles."""
-    nz = {t.name for t in tensors if t.layout == "NZ"}
-    if not nz:
-        return
-    for task in tasks:
-        for name in sorted(nz.intersection(task.writes)):
-            pr.add(f"{where}: tensor '{name}': layout 'NZ' is for inputs of the graph (converted before it "
-                   f"runs, like a weight at load time); task '{task.id}' writes it")
-        cube = set(kind_of(task).cube_operands(task))
-        for name in sorted(nz.intersection(task.reads) - cube):
-            pr.add(f"{where}: tensor '{name}': layout 'NZ' (the Cube's fractal format) is read only as a "
-                   f"Cube matmul's 'a' or 'b'; task '{task.id}' ({task.type}) reads it otherwise")
 
 
 def _check_writers(tasks: list[Task], where: str, pr: Problems) -> None:

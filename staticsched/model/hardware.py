@@ -11,6 +11,7 @@ import math
 import attrs
 
 from staticsched.errors import HardwareError, InputError
+from staticsched.model.nd2nz import Nd2NzModel
 
 DTYPE_BYTES = {"float16": 2, "float32": 4, "int8": 1, "int32": 4, "bfloat16": 2}
 
@@ -127,22 +128,28 @@ class SyncModel:
         ``dst`` starting: 0 on one pipe (program order), ``flag_latency`` across the pipes of
         one core (a flag carries the dependency), across cores the latency of the flag's route
         (``cross_core_latency``, or for a GM word ``gm_flag_latency`` and its wait's polling
-        load, ``gm_flag_poll``; from an AIV, at most what a barrier would cost instead: a
-        mode-0 flag, and a mode-2 flag on to an AIC, :mod:`staticsched.emit.sync.barriers`, so
-        that bounds hold whichever the planner chooses). The one definition of an edge's
-        latency: the solver, the normaliser, the schedule check, the sync planner and the
-        program builder all use it."""
+        load, ``gm_flag_poll``). The one definition of an edge's latency as programs carry it
+        by default: the solver, the normaliser, the schedule check, the sync planner and the
+        program builder all use it (:meth:`bound_latency` is what a bound may count)."""
         if src[0] != dst[0]:
             if self.cluster_size and not self.pair_flags:
                 route = self.route(src[0], dst[0])
-                cost = self.route_latency(route) + self.wait_hold(route)
-                if (route == "gm" and src[0] % self.cluster_size != self.hub_slot
-                        and 0 in self.cross_core_modes and 2 in self.cross_core_modes):
-                    hop = self.cross_core_latency if dst[0] % self.cluster_size == self.hub_slot else 0
-                    cost = min(cost, self.cross_core_latency + hop)
-                return cost
+                return self.route_latency(route) + self.wait_hold(route)
             return self.cross_core_latency
         return self.flag_latency if src[1] != dst[1] else 0
+
+    def bound_latency(self, src: tuple[int, str], dst: tuple[int, str]) -> int:
+        """:meth:`latency`, or less where the program may carry the edge another way: from an
+        AIV across clusters, a barrier (a mode-0 flag, and a mode-2 flag on to an AIC,
+        :mod:`staticsched.emit.sync.barriers`) may replace the GM word, so that a lower bound
+        holds whichever the planner keeps."""
+        cost = self.latency(src, dst)
+        if (src[0] != dst[0] and self.cluster_size and not self.pair_flags
+                and self.route(src[0], dst[0]) == "gm" and src[0] % self.cluster_size != self.hub_slot
+                and 0 in self.cross_core_modes and 2 in self.cross_core_modes):
+            hop = self.cross_core_latency if dst[0] % self.cluster_size == self.hub_slot else 0
+            cost = min(cost, self.cross_core_latency + hop)
+        return cost
 
 
 @attrs.frozen
@@ -229,8 +236,25 @@ class CubeModel:
     )
     overhead: int = 0
     #: the bandwidth derate of an operand load that converts ND to the fractal format on the
-    #: fly (MTE2's ND2NZ): its data phase takes ``1 + nd2nz_derate`` times as long (0: free)
+    #: fly (MTE2's ND2NZ): its data phase takes ``1 + nd2nz_derate`` times as long (0: free),
+    #: one figure for every shape; ``nd2nz`` (a model by tile shape and row stride) replaces it
     nd2nz_derate: float = 0.0
+    #: the ND2NZ bandwidth by tile shape and row stride (``[cube.nd2nz]``), or None
+    nd2nz: Nd2NzModel | None = None
+
+    @property
+    def models_layouts(self) -> bool:
+        """Whether the chip prices layouts: an ND operand's load converts it at a cost, so the
+        Cube's operand loads say which layout they read (``nd2nz``, ``nz``)."""
+        return self.nd2nz is not None or self.nd2nz_derate > 0
+
+    def nd2nz_ratio(self, rows: int, cols: int, stride: int) -> float:
+        """How many times longer a load converting a ``rows x cols`` ND tile whose source rows
+        are ``stride`` elements apart takes than the same tile read NZ (1: free): the model's
+        ratio, else ``1 + nd2nz_derate``."""
+        if self.nd2nz is not None:
+            return self.nd2nz.ratio(rows, cols, stride)
+        return 1.0 + self.nd2nz_derate
 
     def cycles(self, m: int, n: int, k: int, dtype: str = "float16") -> int:
         rate = dict(self.macs_per_cycle).get(dtype)

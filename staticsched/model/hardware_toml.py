@@ -42,6 +42,7 @@ from staticsched.model.hardware import (
     Unit,
     VectorModel,
 )
+from staticsched.model.nd2nz import read_nd2nz
 from staticsched.model.vecops import VECOPS
 
 _TOP_KEYS = {
@@ -185,7 +186,7 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
     if "cube" in data:
         cd = get_mapping(data, "cube", where, pr)
         w = f"{where}: cube"
-        check_keys(cd, {"unit", "fractal", "macs_per_cycle", "overhead", "nd2nz_derate"}, w, pr)
+        check_keys(cd, {"unit", "fractal", "macs_per_cycle", "overhead", "nd2nz_derate", "nd2nz"}, w, pr)
         unit = get_str(cd, "unit", w, pr)
         if unit and unit_set and unit not in unit_set:
             pr.add(f"{w}: unknown unit '{unit}'")
@@ -204,8 +205,13 @@ def hardware_from_dict(data: dict[str, Any], where: str = "<hardware>") -> Hardw
             pr.add(f"{w}: 'nd2nz_derate' must be >= 0 (an ND operand's load takes 1 + derate times "
                    f"as long), got {cd['nd2nz_derate']!r}")
             derate = 0.0
+        model = None
+        if "nd2nz" in cd:
+            if "nd2nz_derate" in cd:
+                pr.add(f"{w}: give 'nd2nz_derate' (one figure) or [cube.nd2nz] (a model by shape), not both")
+            model = read_nd2nz(get_mapping(cd, "nd2nz", w, pr), f"{w}.nd2nz", pr)
         cube = CubeModel(unit, tuple(fractal), macs_ok, get_int(cd, "overhead", w, pr, default=0, minimum=0),
-                         float(derate))
+                         float(derate), model)
 
     vector = None
     if "vector" in data:

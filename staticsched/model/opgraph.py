@@ -35,6 +35,7 @@ from staticsched.errors import GraphError, InputError
 from staticsched.model.attrcodec import attr_to_json
 from staticsched.model.graphs import topological_order
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
+from staticsched.model.layouts import LAYOUTS
 from staticsched.model.opkinds import (
     KINDS,
     ItemShape,
@@ -67,6 +68,9 @@ class Tensor:
     #: scratch space the lowering made (a split chip's AIC -> AIV ring): not a result, so the
     #: numeric replay checks the outputs that read it, not it
     workspace: bool = False
+    #: how its bytes lie in GM: ``"ND"`` row-major or ``"NZ"`` the Cube's fractal format
+    #: (:mod:`staticsched.model.layouts`); loads and stores say which they read or write
+    layout: str = "ND"
 
     @property
     def bytes(self) -> int:
@@ -390,14 +394,15 @@ def opgraph_from_dict(data: Any, where: str = "<opgraph>") -> OpGraph:
         if not isinstance(body, dict):
             pr.add(f"{w}: must be an object")
             continue
-        check_keys(body, {"shape", "dtype", "workspace"}, w, pr)
+        check_keys(body, {"shape", "dtype", "workspace", "layout"}, w, pr)
         shape = get_list(body, "shape", w, pr)
         if not positive_ints(shape, 2):
             pr.add(f"{w}: 'shape' must be two positive integers, got {shape!r}")
             shape = [1, 1]
         dtype = get_str(body, "dtype", w, pr, default="float16", choices=sorted(DTYPE_BYTES))
+        layout = get_str(body, "layout", w, pr, default="ND", choices=list(LAYOUTS))
         tensors.append(Tensor(name, tuple(shape), dtype or "float16",
-                              get_bool(body, "workspace", w, pr, default=False)))
+                              get_bool(body, "workspace", w, pr, default=False), layout or "ND"))
     items = []
     for name, body in sorted(get_mapping(data, "items", where, pr).items()):
         w = f"{where}: item '{name}'"
@@ -471,7 +476,8 @@ def opgraph_to_dict(g: OpGraph) -> dict[str, Any]:
     out: dict[str, Any] = {"format": FORMAT, "version": VERSION}
     if g.tensors:
         out["tensors"] = {t.name: {"shape": list(t.shape), "dtype": t.dtype,
-                                   **({"workspace": True} if t.workspace else {})} for t in g.tensors}
+                                   **({"workspace": True} if t.workspace else {}),
+                                   **({"layout": t.layout} if t.layout != "ND" else {})} for t in g.tensors}
     items = {}
     for it in g.items:
         body: dict[str, Any] = {}

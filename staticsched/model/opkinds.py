@@ -35,11 +35,12 @@ import attrs
 import numpy as np
 
 from staticsched.errors import InputError
-from staticsched.model import vecops
+from staticsched.model import layouts, vecops
 from staticsched.model.attrcodec import op_value
 from staticsched.model.dtypes import as_float32
 from staticsched.model.dtypes import itemsize as _dtype_itemsize
 from staticsched.model.hardware import RATE_DENOM, Hardware, rate_cycles
+from staticsched.model.layouts import FRACTAL
 from staticsched.model.vecops import VECOPS
 
 Region = tuple[tuple[int, int], tuple[int, int]]
@@ -192,8 +193,8 @@ def _corner(array: np.ndarray, rows: int, cols: int) -> np.ndarray:
 
 
 def _load_sem(a, reads, writes, gm):
-    (r0, r1), (c0, c1) = a["region"]
-    block = gm[a["tensor"]][r0:r1, c0:c1]
+    # the region in the layout the load claims: the tensor's own, or scrambled bytes
+    block = layouts.read(gm[a["tensor"]], a["region"], a.get("nz", False))
     transpose = a.get("transpose", False)
     if transpose:
         block = block.T
@@ -232,7 +233,8 @@ def _vec_sem(a, reads, writes, gm):
 def _store_sem(a, reads, writes, gm):
     (r0, r1), (c0, c1) = a["region"]
     src = _corner(reads[0], r1 - r0, c1 - c0)
-    gm[a["tensor"]][r0:r1, c0:c1] = src.astype(gm[a["tensor"]].dtype)
+    target = gm[a["tensor"]]
+    layouts.write(target, a["region"], src.astype(target.dtype), a.get("nz", False))
 
 
 # --------------------------------------------------------------------------- extents
@@ -350,22 +352,36 @@ def transfer_route(
     return None
 
 
-def nd2nz_derate(hw: Hardware, a: Mapping[str, Any]) -> float:
-    """The bandwidth derate of a transfer with attributes ``a``: the Cube's ``nd2nz_derate``
-    for a load converting its ND operand to the fractal format on the fly (``nd2nz``), else 0."""
-    if not a.get("nd2nz", False) or hw.cube is None:
-        return 0.0
-    return hw.cube.nd2nz_derate
+def layout_ratio(hw: Hardware, a: Mapping[str, Any]) -> float:
+    """How many times longer than at its path's rate a GM access with attributes ``a`` moves
+    its data (1: no slower), by the layout it reads or writes (:mod:`staticsched.model.layouts`):
+
+    - a load converting its ND region to the fractal format on the fly (``nd2nz``, its source
+      rows ``stride`` elements apart): the Cube's :meth:`~staticsched.model.hardware.CubeModel.
+      nd2nz_ratio` for the region's shape;
+    - an access of an NZ tensor (``nz``) of fewer rows than a fractal, on a chip that prices
+      layouts: its runs are that short, ``16 / rows`` (CATLASS's NZ bandwidth below 16 rows).
+
+    The one definition durations, the links' caps and the verifier's replays read."""
+    cube = hw.cube
+    if cube is None or "region" not in a:
+        return 1.0
+    (r0, r1), (c0, c1) = a["region"]
+    if a.get("nd2nz", False):
+        return cube.nd2nz_ratio(r1 - r0, c1 - c0, a.get("stride", 0) or (c1 - c0))
+    if a.get("nz", False) and cube.models_layouts and r1 - r0 < FRACTAL:
+        return FRACTAL / (r1 - r0)
+    return 1.0
 
 
 def path_units(hw: Hardware, a: Mapping[str, Any], src: str, dst: str) -> int:
     """The most rate units (:data:`RATE_DENOM` per byte per cycle) a transfer with attributes
-    ``a`` moves at on its path ``src -> dst``: the path's rate, divided by ``1 + derate`` for a
-    converting load (:func:`nd2nz_derate`). The one definition durations, the links' caps and
-    the verifier's replay read."""
+    ``a`` moves at on its path ``src -> dst``: the path's rate, divided by its
+    :func:`layout_ratio`, floored to the grid every rate lives on (at least one unit). The one
+    definition durations, the links' caps and the verifier's replay read."""
     path = hw.path(src, dst)
-    derate = nd2nz_derate(hw, a)
-    return path.derated_units(derate) if derate else path.units
+    ratio = layout_ratio(hw, a)
+    return path.derated_units(ratio - 1.0) if ratio > 1.0 else path.units
 
 
 def _transfer_dur(hw, a, reads, writes, kind):
@@ -373,8 +389,10 @@ def _transfer_dur(hw, a, reads, writes, kind):
     # a shared link may slow the transfer to ``rate`` bytes/cycle (0: its path's rate)
     rate = int(a.get("rate", 0.0) * RATE_DENOM)
     path = hw.path(src, dst)
-    if nd2nz_derate(hw, a):  # converting ND -> NZ: the data phase at the derated rate
-        return path.overhead + rate_cycles(nbytes, rate or path_units(hw, a, src, dst))
+    if kind in ("load", "store"):
+        units = path_units(hw, a, src, dst)
+        if units != path.units:  # a layout slows the data phase
+            return path.overhead + rate_cycles(nbytes, rate or units)
     return path.cycles(nbytes, rate)
 
 
@@ -416,6 +434,8 @@ KINDS: dict[str, OpKind] = {
                 ("space", "str"),
                 ("rate", "float"),
                 ("nd2nz", "bool"),
+                ("stride", "int"),
+                ("nz", "bool"),
             ),
             "r",
             "LOAD",
@@ -423,7 +443,8 @@ KINDS: dict[str, OpKind] = {
             duration=partial(_transfer_dur, kind="load"),
             semantics=_load_sem,
             extents=_load_ext,
-            defaults=(("transpose", False), ("space", ""), ("rate", 0.0), ("nd2nz", False)),
+            defaults=(("transpose", False), ("space", ""), ("rate", 0.0), ("nd2nz", False), ("stride", 0),
+                      ("nz", False)),
         ),
         OpKind(
             "move",
@@ -493,14 +514,14 @@ KINDS: dict[str, OpKind] = {
             "store",
             ("src",),
             (),
-            (("tensor", "str"), ("region", "region"), ("space", "str"), ("rate", "float")),
+            (("tensor", "str"), ("region", "region"), ("space", "str"), ("rate", "float"), ("nz", "bool")),
             "w",
             "STORE",
             unit=partial(_transfer_unit, kind="store"),
             duration=partial(_transfer_dur, kind="store"),
             semantics=_store_sem,
             extents=_store_ext,
-            defaults=(("space", ""), ("rate", 0.0)),
+            defaults=(("space", ""), ("rate", 0.0), ("nz", False)),
         ),
     )
 }

@@ -246,6 +246,10 @@ VECOPS: dict[str, VecOp] = {
         # [assumption] tanh-form GELU is ~8 vector instructions
         _op("gelu", _FULL, "full", 8.0, lambda x, a: gelu(x[0]), "tanh-form GELU"),
         _op("cast", _FULL, "full", 1.0, lambda x, a: x[0], "x, rounded to the destination's dtype"),
+        # a copy moves data only: an elementwise copy task is a load and a store (an AIV
+        # reformat task writes an NZ copy of an ND tensor, the DMAs reordering it)
+        _op("copy", _FULL, "full", 0.0, lambda x, a: x[0], "x (a copy: the data moves, the Vector unit "
+            "does nothing)"),
         # [assumption] transcendental functions take two passes (range reduction + polynomial)
         _op("exp", _FULL, "full", 2.0, lambda x, a: np.exp(x[0]), "exp(x)"),
         _op("rsqrt", _FULL, "full", 2.0, lambda x, a: _F32(1.0) / np.sqrt(x[0]), "1 / sqrt(x)",

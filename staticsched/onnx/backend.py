@@ -105,7 +105,9 @@ class StaticschedBackend(Backend):
             :func:`staticsched.schedule`'s options (``method``, ``time_limit``, ``mode``, ...),
             the import's ``fusion`` (default ``"rules"``), ``mapping`` (default ``"rules"``),
             ``weights_nz`` (default True: constant matmul weights stored in the Cube's fractal
-            format) and ``dtype`` (``"float16"``, default; ``"bfloat16"``; ``"float32"``), and the
+            format), ``layouts`` (default ``"rules"``: each tensor's layout by its cost, see
+            :func:`staticsched.onnx.import_model`) and ``dtype`` (``"float16"``, default;
+            ``"bfloat16"``; ``"float32"``), and the
             verifier's ``jitter`` (default 1) and ``numeric`` (default True).
 
         Raises
@@ -124,7 +126,8 @@ class StaticschedBackend(Backend):
         imported = import_model(model, hw, fusion=str(options.pop("fusion", "rules")),
                                 mapping=str(options.pop("mapping", "rules")),
                                 weights_nz=bool(options.pop("weights_nz", True)),
-                                dtype=str(options.pop("dtype", "float16")))
+                                dtype=str(options.pop("dtype", "float16")),
+                                layouts=str(options.pop("layouts", "rules")))
         compiled = compile_graph(imported.graph, hw, **options)
         # what runs is what was emitted: the program's file text, read back
         program = loads_program(dumps_program_json(compiled.program), "<emitted program>")

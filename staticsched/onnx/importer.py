@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from staticsched.frontend.fusion import fuse, search_fusion
+from staticsched.frontend.layouts import assign_layouts
 from staticsched.frontend.mapping import choose_engines
 from staticsched.frontend.onnx_import import Imported, import_unfused
 from staticsched.frontend.taskgraph import TaskGraph
@@ -18,7 +19,7 @@ from staticsched.options import DEFAULT_OP_BUDGET
 
 def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion: str = "rules",
                  mapping: str = "rules", op_budget: int | None = DEFAULT_OP_BUDGET,
-                 weights_nz: bool = True, dtype: str = "float16") -> Imported:
+                 weights_nz: bool = True, dtype: str = "float16", layouts: str = "rules") -> Imported:
     """Import an ONNX model (a path or an ``onnx.ModelProto``) as a TaskGraph.
 
     The model is upgraded to opset 17 when older than 13, shape-inferred and constant-folded;
@@ -47,6 +48,12 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
         (``"layout": "NZ"``), as frameworks convert them once at load time: their loads then
         need no ND -> NZ conversion (the hardware's ``nd2nz_derate``). False keeps every
         tensor ND. The values stay row-major either way.
+    layouts
+        ``"rules"``: each tensor's layout (ND or the Cube's NZ) by the cycles its accesses cost
+        with ``hw``'s ND2NZ model, and an AIV reformat task where an input's NZ copy is cheaper
+        than its conversions; ``"search"``: the rules checked by the list method; ``"given"``:
+        the import's own (constant weights NZ unless ``weights_nz`` is false)
+        (:func:`staticsched.frontend.layouts.assign_layouts`).
     dtype
         What the graph computes in: ``"float16"`` (default), ``"bfloat16"`` or ``"float32"``.
         Every tensor is declared with it, the weights are rounded to it, and the model's
@@ -82,4 +89,7 @@ def import_model(model: Any, hw: Hardware | str | Path | None = None, *, fusion:
     graph, engines = fused.graph, []
     if mapping != "none":
         graph, engines = choose_engines(graph, hw, mode=mapping, measure=measure)
-    return attrs.evolve(imported, graph=graph, fusion=fused, search=search, engines=engines, mapping=mapping)
+    fixed = [b.tensor for b in (*imported.inputs, *imported.outputs)]
+    decided = assign_layouts(graph, hw, mode=layouts, fixed=fixed, weights_nz=weights_nz, measure=measure)
+    return attrs.evolve(imported, graph=decided.graph, fusion=fused, search=search, engines=engines,
+                        mapping=mapping, layouts=decided)

@@ -41,7 +41,10 @@ class ImportResult:
         return text
 
     def files(self) -> dict[str, str]:
-        return {"fusion.txt": self.fusion_text()}
+        out = {"fusion.txt": self.fusion_text()}
+        if self.imported.layouts is not None:
+            out["layouts.txt"] = self.imported.layouts.text()
+        return out
 
     def lines(self) -> list[str]:
         im = self.imported
@@ -62,6 +65,7 @@ class ImportResult:
             f"engines      : {im.mapping}: " + ("; ".join(im.engines) if im.engines else
                                                  "no matmul moved to the Vector engine"),
             f"weights      : {self._weights()}",
+            *(im.layouts.lines() if im.layouts is not None else []),
         ]
 
     def _weights(self) -> str:
@@ -75,10 +79,10 @@ class ImportResult:
 
 def import_for_schedule(model: Any, hw: Hardware, *, fusion: str, budget: int | None,
                         mapping: str = "rules", weights_nz: bool = True,
-                        dtype: str = "float16") -> ImportResult:
+                        dtype: str = "float16", layouts: str = "rules") -> ImportResult:
     """Import ``model`` with :func:`staticsched.onnx.import_model` for the CLI."""
     imported = import_model(model, hw, fusion=fusion, mapping=mapping, op_budget=budget,
-                            weights_nz=weights_nz, dtype=dtype)
+                            weights_nz=weights_nz, dtype=dtype, layouts=layouts)
     name = Path(model).name if isinstance(model, (str, Path)) else "<ModelProto>"
     return ImportResult(imported, hw, name)
 
@@ -94,4 +98,6 @@ def write_graph(result: ImportResult, path: str | Path) -> list[Path]:
     doc = taskgraph_to_dict(tg, constants=npz.name if tg.constants else None)
     out.append(atomic_write_text(path, dumps_json(doc)))
     out.append(atomic_write_text(path.with_suffix(".fusion.txt"), result.fusion_text()))
+    if result.imported.layouts is not None:
+        out.append(atomic_write_text(path.with_suffix(".layouts.txt"), result.imported.layouts.text()))
     return out

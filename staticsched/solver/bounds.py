@@ -60,6 +60,9 @@ def lower_bound(prob: Problem, core_names: tuple[int, ...] | None = None) -> Bou
     """
     if prob.n == 0:
         return Bound(0, "empty", 0, ())
+    # an edge the program may carry faster than the schedule prices it (a barrier for a GM
+    # word) counts at its least latency: the bound holds whichever the planner keeps
+    prob = prob.for_bounds()
     h = head_lengths(prob)
     q = tail_lengths(prob)
     cp = max(h[i] + q[i] for i in range(prob.n))
@@ -93,7 +96,8 @@ def chip_lower_bound(
         known = seen.get(prob)
         if known is None:
             b = lower_bound(prob, pmap.cores)
-            h, q = (head_lengths(prob), tail_lengths(prob)) if transfers else ([], [])
+            bp = prob.for_bounds()
+            h, q = (head_lengths(bp), tail_lengths(bp)) if transfers else ([], [])
             known = seen[prob] = (b.value, b.source, h, q)
         value, src, h, q = known
         if value > best:

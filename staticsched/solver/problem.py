@@ -168,6 +168,20 @@ class Problem:
             src, dst = (self.places[src[0]], src[1]), (self.places[dst[0]], dst[1])
         return self.sync.latency(src, dst)
 
+    def bound_latency(self, a: int, b: int) -> int:
+        """The least latency an edge from op ``a`` to op ``b`` may have in a program
+        (:meth:`~staticsched.model.hardware.SyncModel.bound_latency`): what bounds count."""
+        src, dst = self.pipes[self.pipe_of[a]], self.pipes[self.pipe_of[b]]
+        if self.places:
+            src, dst = (self.places[src[0]], src[1]), (self.places[dst[0]], dst[1])
+        return self.sync.bound_latency(src, dst)
+
+    def for_bounds(self) -> Problem:
+        """This problem with every edge at its :meth:`bound_latency` (itself when none is
+        less): the bounds' problem."""
+        edges = tuple((a, b, min(lat, self.bound_latency(a, b))) for a, b, lat in self.edges)
+        return self if edges == self.edges else attrs.evolve(self, edges=edges)
+
     @property
     def reuse_gap(self) -> int:
         """Cycles between the end of an item's tail accesses and the first write of an item

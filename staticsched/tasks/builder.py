@@ -76,6 +76,13 @@ class Builder:
         self.workspaces: list[Tensor] = []
         #: (unit, duration) per :func:`~staticsched.model.opkinds.shape_key` of the ops so far
         self._costs: dict[tuple, tuple[str, int]] = {}
+        #: each GM tensor's layout and row length (elements), the task graph's and the
+        #: workspaces': what its loads and stores say they read and write
+        self.layouts: dict[str, str] = {}
+        self.columns: dict[str, int] = {}
+        cube = hw.cube
+        self._prices_layouts = cube is not None and cube.models_layouts
+        self._operand_space = hw.role_space("operand")
 
     # ------------------------------------------------------------------ cores
     # Blocks rotate over the cores of their engine (every core of a coupled chip; the AICs or
@@ -115,6 +122,12 @@ class Builder:
     def workspace(self, tensor: Tensor) -> None:
         """Declare a GM tensor the lowering itself needs (not one of the task graph's)."""
         self.workspaces.append(tensor)
+        self.declare(tensor.name, tensor.layout, tensor.shape[1])
+
+    def declare(self, tensor: str, layout: str, columns: int) -> None:
+        """A GM tensor's layout and row length, which its accesses state."""
+        self.layouts[tensor] = layout
+        self.columns[tensor] = columns
 
     def output(
         self, tensor: str, row_spans: Sequence[tuple[int, int]], col_spans: Sequence[tuple[int, int]]
@@ -156,17 +169,20 @@ class Builder:
 
     def load(
         self, op_id: str, core: int, dst: str, tensor: str, region: Region, *, transpose: bool = False,
-        nd2nz: bool = False,
     ) -> None:
-        """GM ``region`` of ``tensor`` (transposed when asked) into the top-left of ``dst``;
-        ``nd2nz``: a Cube operand stored ND, converted to the fractal format by the load, which
-        then moves at the hardware's derated rate (marked only when the derate is not 0)."""
+        """GM ``region`` of ``tensor`` (transposed when asked) into the top-left of ``dst``, in
+        the tensor's layout: an NZ tensor's load says so (``nz``); an ND tensor's load into the
+        Cube's operand buffer converts it to the fractal format on the fly (``nd2nz``, with its
+        source row ``stride``), on a chip that prices it (the chip's ND2NZ cost)."""
         attrs_: dict[str, Any] = {"tensor": tensor, "region": region}
         if transpose:
             attrs_["transpose"] = True
         self._place(attrs_, tensor, dst, to_chip=True)
-        if nd2nz and self.hw.cube is not None and self.hw.cube.nd2nz_derate > 0:
+        if self.layouts.get(tensor) == "NZ":
+            attrs_["nz"] = True
+        elif self._prices_layouts and self.shapes[dst].space == self._operand_space:
             attrs_["nd2nz"] = True
+            attrs_["stride"] = self.columns[tensor]
         grid = self.stores.get(tensor)
         deps = grid.intersecting(region) if grid is not None else []
         self.op(op_id, "load", core, (), (dst,), attrs_, deps)
@@ -174,10 +190,13 @@ class Builder:
     def store(
         self, op_id: str, core: int, src: str, tensor: str, region: Region, *, deps: Sequence[str] = ()
     ) -> None:
-        """``src``'s top-left into GM ``region`` of ``tensor``; ``deps``: ops that must end
-        first (the readers of a workspace slot it overwrites)."""
+        """``src``'s top-left into GM ``region`` of ``tensor``, in its layout (``nz`` for an NZ
+        tensor); ``deps``: ops that must end first (the readers of a workspace slot it
+        overwrites)."""
         attrs_: dict[str, Any] = {"tensor": tensor, "region": region}
         self._place(attrs_, tensor, src, to_chip=False)
+        if self.layouts.get(tensor) == "NZ":
+            attrs_["nz"] = True
         self.op(op_id, "store", core, (src,), (), attrs_, deps)
         self.stores[tensor].add(region, op_id)
 

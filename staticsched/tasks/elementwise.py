@@ -106,6 +106,9 @@ def read(body: Mapping[str, Any], ctx: ReadContext) -> ElementwiseTask | None:
                     f"(from out '{out.name}' {fmt_shape(out.shape)})")
     ctx.not_own_output([t.name for t in inputs if t is not None], out.name)
     dtype = ctx.operand_dtype([(f"input {j}", t) for j, t in enumerate(inputs)])
+    if op == "copy" and out.dtype != dtype:
+        ctx.add(f"op 'copy' moves data only: its input is {dtype} and out '{out.name}' {out.dtype} "
+                f"(a 'cast' converts)")
     return ElementwiseTask(
         id=ctx.task_id,
         op=op,
@@ -194,7 +197,8 @@ class ElementwisePlan(RowGrid):
 
     @property
     def ops_per_block(self) -> int:
-        return len(self.task.inputs) + 2
+        # a load per input, the op (none for a copy) and the store
+        return len(self.task.inputs) + (1 if self.task.op == "copy" else 2)
 
     @property
     def op_count(self) -> int:
@@ -226,7 +230,8 @@ class ElementwisePlan(RowGrid):
                     tiles.append(tile)
                 extent_ = (r1 - r0, c1 - c0)
                 out = em.item(f"{p}.out", "vector", task.out_dtype, extent_) if task.converts else tiles[0]
-                em.vec(f"{p}.{task.op}", core, task.op, tiles, out, extent_, scalar=task.value)
+                if task.op != "copy":  # a copy moves data only: the store takes the loaded tile
+                    em.vec(f"{p}.{task.op}", core, task.op, tiles, out, extent_, scalar=task.value)
                 em.store(f"{p}.store", core, out, task.out, ((r0, r1), (c0, c1)))
 
 

@@ -41,11 +41,11 @@ class Ring:
     """The rings of one workspace tensor ``name``, one per core of ``owners``."""
 
     def __init__(self, em: Builder, name: str, owners: Sequence[int], stages: int, shape: tuple[int, int],
-                 dtype: str, cuts: Sequence[int] = (0,)) -> None:
+                 dtype: str, cuts: Sequence[int] = (0,), layout: str = "ND") -> None:
         self.name, self.stages, self.rows = name, stages, shape[0]
         self.rank = {c: k for k, c in enumerate(owners)}
         slots = stages * len(owners)
-        em.workspace(Tensor(name, (slots * shape[0], shape[1]), dtype, workspace=True))
+        em.workspace(Tensor(name, (slots * shape[0], shape[1]), dtype, workspace=True, layout=layout))
         starts = sorted(set(cuts))
         spans = [(k * shape[0] + a, k * shape[0] + b)
                  for k in range(slots) for a, b in zip(starts, [*starts[1:], shape[0]], strict=True)]

@@ -31,6 +31,7 @@ from staticsched.verify.hb import flags_pass, race_findings, timed_pass
 from staticsched.verify.index import OP, SET, WAIT, ProgramIndex
 from staticsched.verify.jitter import collect as jitter_collect
 from staticsched.verify.jitter import start as jitter_start
+from staticsched.verify.layout import layout_findings
 from staticsched.verify.links import link_findings
 from staticsched.verify.memory import (
     live_range_findings,
@@ -203,6 +204,7 @@ def _checks(program: Program, hw: Hardware, jitter: int, seed: int, numeric: boo
             clock.timings[name] = clock.timings.get(name, 0.0) + seconds
         found["flag"].extend([*checks["flag"], *double_sets, *reuse])
         found["dataflow"].extend(checks["dataflow"])
+        found["layout"].extend(checks["layout"])
         found["cost"].extend(checks["cost"])
         found["memory"].extend([*checks["memory"], *memory])
 
@@ -238,9 +240,11 @@ def _index_checks(ix: ProgramIndex) -> dict[str, Any]:
     spaces = clock.run("dataflow", tensor_space_findings, ix)
     cost, extents = clock.run("cost", cost_findings, ix)
     placement = clock.run("memory", placement_findings, ix)
+    layout = clock.run("layout", layout_findings, ix)
     return {
         "flag": flags,
         "dataflow": spaces,
+        "layout": layout,
         "cost": cost,
         "memory": [*extents, *placement],
         "timings": sorted(clock.timings.items()),

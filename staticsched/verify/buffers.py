@@ -64,7 +64,14 @@ def commit(targets: list[np.ndarray], copies: list[np.ndarray], log: list) -> No
     for view, value in zip(targets, copies, strict=True):
         view[...] = value
     for array, key, value in log:
-        array[key] = value
+        if key is _CALL:
+            value(array)
+        else:
+            array[key] = value
+
+
+#: a deferred write made by a function of the tensor (:meth:`_DeferredTensor.defer`)
+_CALL = object()
 
 
 class _DeferredTensor:
@@ -87,6 +94,16 @@ class _DeferredTensor:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._log.append((self._array, key, np.array(value, copy=True)))
+
+    @property
+    def target(self) -> Any:
+        """The tensor itself (for reads that need its storage: :func:`staticsched.model.
+        layouts.read`)."""
+        return self._array
+
+    def defer(self, write: Any) -> None:
+        """Record ``write(tensor)``, to run at the op's end (a write through a layout)."""
+        self._log.append((self._array, _CALL, write))
 
 
 class DeferredGM(Mapping):

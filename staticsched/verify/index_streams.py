@@ -145,6 +145,13 @@ class StreamIndex(IndexState):
                 table[key] = [base + pos]
             else:
                 got.append(base + pos)
+        if poll:
+            # GM-word waits in a row are one turnstile, polled by one load: only the last of
+            # the run holds the core for the poll (docs/program-format.md, "mode=gm")
+            hold = self.hold
+            for gid in range(base, base + len(instrs) - 1):
+                if gid in hold and gid + 1 in hold:
+                    del hold[gid]
 
     def _index_instr(self, gid: int, ins: Instr, core: int, unit: str) -> None:
         # runs once per instruction (~10^6 on a chip): the common case is checked first and

@@ -27,6 +27,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from staticsched._workers import Mapped
+from staticsched.model import layouts
 from staticsched.model.dtypes import is_float, numpy_dtype
 from staticsched.model.opkinds import KINDS
 from staticsched.verify import buffers, lockstep
@@ -179,7 +180,12 @@ class Pending:
             self.side = Mapped(task, [ordered.halves[1]], 1)
 
     def finish(self) -> tuple[dict[str, np.ndarray], list[Finding]]:
-        """The replay's GM tensors and findings (replays this process's part now)."""
+        """The replay's GM tensors, row-major whatever their layout, and findings (replays
+        this process's part now)."""
+        gm, findings = self._finish()
+        return {name: layouts.logical(arr) for name, arr in gm.items()}, findings
+
+    def _finish(self) -> tuple[dict[str, Any], list[Finding]]:
         ix, rep, inputs, ordered = self.ix, self.rep, self.inputs, self.ordered
         if self.side is None or ordered.halves is None:
             return _replay_part(ix, rep, inputs, ordered.lockstep)
@@ -339,7 +345,7 @@ def _fresh_gm(
     """GM at the start: copies of the inputs some op writes, read-only views of the others
     (a chip's inputs are 10^7-10^8 bytes that loads only read), poison for the rest of the
     declared tensors."""
-    gm: dict[str, np.ndarray] = {}
+    gm: dict[str, Any] = {}
     for t in ix.tensors.values():
         if t.name in inputs:
             arr = _initial(ix, t.name, inputs[t.name])
@@ -351,7 +357,13 @@ def _fresh_gm(
                         f"{list(t.shape)}",
                     )
                 )
+            elif t.layout == "NZ":
+                # an NZ input is converted once before the program runs (a weight cast at load
+                # time): its bytes are the fractal layout's, its padding zero
+                arr = layouts.NZArray.from_logical(arr)
             gm[t.name] = arr
+        elif t.layout == "NZ":
+            gm[t.name] = layouts.NZArray.poisoned((t.shape[0], t.shape[1]), numpy_dtype(t.dtype))
         else:
             gm[t.name] = buffers.poison(tuple(t.shape), t.dtype)
     for name, arr in inputs.items():

@@ -13,6 +13,7 @@ CHECKS = (
     "deadlock",
     "race",
     "dataflow",
+    "layout",
     "memory",
     "conformance",
     "cost",

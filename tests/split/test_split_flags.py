@@ -44,14 +44,18 @@ def test_routes_on_ascend_a2_and_the_coupled_preset():
     assert (a2.route(0, 1), a2.route(2, 0), a2.route(1, 2), a2.route(0, 4), a2.route(4, 0)) == \
         ("2", "2", "gm", "gm", "gm")
     assert a2.latency((0, "FIXPIPE"), (1, "MTE2")) == a2.cross_core_latency == 200
-    # a GM word costs its latency and its wait's polling load; from an AIV at most what a
-    # barrier costs instead (a mode-0 flag, and a mode-2 flag on to an AIC)
+    # a GM word costs its latency and its wait's polling load, which programs carry by
+    # default; from an AIV a bound counts at most what a barrier costs instead (a mode-0 flag,
+    # and a mode-2 flag on to an AIC), which the barrier pass may choose
     assert a2.gm_flag_latency + a2.gm_flag_poll == 400 + 200
-    assert a2.latency((0, "FIXPIPE"), (4, "MTE2")) == 600  # from an AIC: GM words only
-    assert a2.latency((1, "MTE3"), (3, "MTE2")) == 200 + 200  # AIV -> AIC
-    assert a2.latency((1, "MTE3"), (4, "MTE2")) == 200  # AIV -> AIV
+    assert a2.latency((0, "FIXPIPE"), (4, "MTE2")) == a2.bound_latency((0, "FIXPIPE"), (4, "MTE2")) == 600
+    assert a2.latency((1, "MTE3"), (3, "MTE2")) == 600  # AIV -> AIC, by a GM word
+    assert a2.bound_latency((1, "MTE3"), (3, "MTE2")) == 200 + 200  # or a barrier and a hop
+    assert a2.latency((1, "MTE3"), (4, "MTE2")) == 600
+    assert a2.bound_latency((1, "MTE3"), (4, "MTE2")) == 200  # AIV -> AIV, a barrier
+    assert a2.bound_latency((0, "FIXPIPE"), (1, "MTE2")) == a2.latency((0, "FIXPIPE"), (1, "MTE2")) == 200
     without = attrs.evolve(a2, cross_core_modes=(1, 2))
-    assert without.latency((1, "MTE3"), (3, "MTE2")) == 600
+    assert without.bound_latency((1, "MTE3"), (3, "MTE2")) == 600
     seed = load_hardware("seed-davinci").sync
     assert seed.pair_flags and seed.route(0, 5) == ""
 
@@ -152,4 +156,36 @@ def test_a_core_group_that_is_not_whole_clusters_prices_each_edge_by_its_real_co
             oa, ob = graph.ops[pmap.ops[a]], graph.ops[pmap.ops[b]]
             assert lat == hw.sync.latency((oa.core, oa.unit), (ob.core, ob.unit)), (oa.id, ob.id)
             seen.add(lat)
-    assert {0, 200} <= seen  # same core, mode 2 or a barrier between AIVs
+    assert {0, 200, 600} <= seen  # same core, mode 2, a GM word
+
+
+_TURNSTILE = """format staticsched.program 1
+hw ascend-a2
+mode flags
+makespan {end}
+stream 1 MTE3 1
+  0 SET_CROSS 5 0 mode=gm
+stream 4 MTE3 2
+  0 OP work 100 ->
+  100 SET_CROSS 5 0 mode=gm
+stream 5 MTE2 {count}
+{waits}
+end
+"""
+
+
+@pytest.mark.parametrize("between", [False, True])
+def test_gm_word_waits_in_a_row_are_one_turnstile_polled_once(between):
+    # core 5 waits for words from core 1 (visible at 0 + 400) and core 4 (at 100 + 400). In a
+    # row, the two are polled by one load: the first passes when its word is visible, the last
+    # 200 cycles after both are; an instruction between them makes each pay its own load
+    if between:
+        waits = ("  600 WAIT_CROSS 1 0 mode=gm\n  600 OP gap 1 ->\n  801 WAIT_CROSS 4 0 mode=gm\n"
+                 "  801 OP use 10 ->")
+        end, count = 811, 4
+    else:
+        waits = "  400 WAIT_CROSS 1 0 mode=gm\n  700 WAIT_CROSS 4 0 mode=gm\n  700 OP use 10 ->"
+        end, count = 710, 3
+    program = parse_program_text(_TURNSTILE.format(end=end, count=count, waits=waits))
+    report = verify(program, "ascend-a2", jitter=2)
+    assert report.ok, report.text()

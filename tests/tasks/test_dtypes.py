@@ -225,8 +225,9 @@ def test_bad_dtype_combinations_are_one_line_each(doc, line):
 
 @pytest.mark.parametrize("hw", CHIPS)
 def test_fp16_programs_are_byte_identical_to_before_dtypes(hw):
-    """The golden texts were emitted by the commit before dtypes existed (ascend-a2: the one
-    just before they were merged, which has the preset's nd2nz_derate)."""
+    """The golden texts were emitted by the commit before dtypes existed (ascend-a2: rewritten
+    when its ND2NZ cost became a model by tile shape and row stride, design refinement 48:
+    every load states its stride and the durations are the model's)."""
     compiled = compile_graph(ROOT / "examples" / "matmul_bias_gelu.json", hw, method="list")
     golden = (GOLDEN / f"matmul_bias_gelu.{hw}.list.program.txt").read_text(encoding="utf-8")
     assert dumps_program_text(compiled.program) == golden

@@ -42,6 +42,8 @@ class Imported:
     search: tuple[str, ...] = attrs.field(default=(), converter=tuple, eq=False)
     engines: tuple[str, ...] = attrs.field(default=(), converter=tuple, eq=False)
     mapping: str = ""
+    #: the layout pass's result (:class:`staticsched.frontend.layouts.Layouts`), None if not run
+    layouts: Any = attrs.field(default=None, eq=False)
 
 
 def import_unfused(model: Any, dtype: str = "float16", *, weights_nz: bool = True) -> Imported:

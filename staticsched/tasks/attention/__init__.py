@@ -50,4 +50,5 @@ KIND = TaskKind(
     plan=plan,
     needs=needs,
     reference=reference,
+    cube_operands=lambda task: (task.q, task.k, task.v),
 )

@@ -52,8 +52,12 @@ class SplitRings:
         aics = hw.engine_cores("cube")
         self.aivs = cluster_aivs(hw)
         self.s = Ring(em, f"{task.id}.ws_s", aics, STAGES, (self.pq, self.pk), FP32)
+        # P goes from the AIVs to the Cube: stored in its fractal format on a chip that prices
+        # layouts (each AIV's store writes NZ runs of its half's rows), so the AIC's load of it
+        # converts nothing
         self.p = Ring(em, f"{task.id}.ws_p", aics, STAGES, (self.pq, self.pk), FP16,
-                      cuts=[a for a, _ in halves(self.pq)])
+                      cuts=[a for a, _ in halves(self.pq)],
+                      layout="NZ" if hw.cube.models_layouts else "ND")
         self.o = Ring(em, f"{task.id}.ws_o", aics, STAGES, (self.pq, self.pdv), FP32)
 
 

@@ -129,10 +129,12 @@ class MatmulPlan(SpanGrid):
         ncores = len(hw.engine_cores("cube"))
         shares = [lk.bytes_per_cycle / ncores for lk in hw.links_of(src, dst)]
         rate = min([path.bytes_per_cycle, *shares])
-        # an ND operand converted by its load moves at the derated rate (NZ ones at the full one)
-        derated = min([path.bytes_per_cycle / (1 + cube.nd2nz_derate), *shares])
-        rate_a = rate if task.a_nz else derated
-        rate_b = rate if task.b_nz else derated
+        # an ND operand converted by its load moves at the derated rate of its tile's shape (NZ
+        # ones at the full one)
+        ratio_a = task.load_ratio(hw, "a", t.base_m, t.base_k)
+        ratio_b = task.load_ratio(hw, "b", t.base_k, t.base_n)
+        rate_a = min([path.bytes_per_cycle / ratio_a, *shares])
+        rate_b = min([path.bytes_per_cycle / ratio_b, *shares])
         k_pad = sum(round_up(k1 - k0, fk) for k0, k1 in self.k_spans)
         macs_per_cycle = dict(cube.macs_per_cycle).get(task.dtype, 1)
         elem = task.elem_bytes
@@ -268,20 +270,18 @@ class MatmulPlan(SpanGrid):
                 l1a.append(em.item(f"{q}.l1a", "operand", task.dtype, (pad_m[i], pk)))
                 if task.transpose_a:
                     em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + k0, a_off + k1), (m0, m1)),
-                            transpose=True, nd2nz=not task.a_nz)
+                            transpose=True)
                 else:
-                    em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + m0, a_off + m1), (k0, k1)),
-                            nd2nz=not task.a_nz)
+                    em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + m0, a_off + m1), (k0, k1)))
             l1b = []
             for j, (_, _, (n0, n1)) in enumerate(grid[0]):
                 q = f"{p[0][j]}.k{s}"
                 l1b.append(em.item(f"{q}.l1b", "operand", task.dtype, (pk, pad_n[j])))
                 if task.transpose_b:
                     em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + n0, b_off + n1), (k0, k1)),
-                            transpose=True, nd2nz=not task.b_nz)
+                            transpose=True)
                 else:
-                    em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + k0, b_off + k1), (n0, n1)),
-                            nd2nz=not task.b_nz)
+                    em.load(f"{q}.load_b", core, l1b[j], task.b, ((b_off + k0, b_off + k1), (n0, n1)))
             for i, row in enumerate(grid):
                 q = f"{p[i][0]}.k{s}"
                 rows = row[0][1][1] - row[0][1][0]

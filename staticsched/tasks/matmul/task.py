@@ -161,6 +161,26 @@ class MatmulTask:
     def batches(self) -> int:
         return math.prod(self.batch)
 
+    def stored_tile(self, which: str, rows: int, cols: int) -> tuple[int, int, int]:
+        """``(rows, cols, stride)`` of an A (``rows x cols`` = M x K) or B (K x N) tile as its
+        tensor stores it: transposed operands hold the tile the other way round; ``stride`` is
+        the tensor's row length in elements."""
+        transposed = self.transpose_a if which == "a" else self.transpose_b
+        # A is M x K (K x M transposed), B is K x N (N x K transposed)
+        stride = {("a", False): self.k, ("a", True): self.m, ("b", False): self.n, ("b", True): self.k}[
+            (which, transposed)]
+        return (cols, rows, stride) if transposed else (rows, cols, stride)
+
+    def load_ratio(self, hw: Any, which: str, rows: int, cols: int) -> float:
+        """How many times longer than at its path's rate the load of an A or B tile of ``rows x
+        cols`` takes: the chip's ND2NZ ratio for an ND operand, 1 for an NZ one or on a chip
+        that does not price layouts (:func:`staticsched.model.opkinds.layout_ratio`'s rule)."""
+        cube = hw.cube
+        nz = self.a_nz if which == "a" else self.b_nz
+        if nz or cube is None or not cube.models_layouts:
+            return 1.0
+        return cube.nd2nz_ratio(*self.stored_tile(which, rows, cols))
+
     def operand_index(self, lead: tuple[int, ...], bi: int) -> int:
         """The matrix of an operand with leading dims ``lead`` that batch element ``bi`` reads
         (NumPy broadcasting: missing and size-1 dims repeat)."""
