@@ -10,9 +10,10 @@ its numbers (:class:`Decision`):
   takes, joins; a ``rowwise`` softmax, layernorm or rmsnorm joins as a row epilogue when the
   matmul's tiling can hold its row panel (the kind's own check, with its arithmetic); any
   other reduction ends the epilogue (reductions are natural cuts);
-- **balance**: an epilogue whose Vector time would exceed the matmul's Cube time is split off
-  (the Vector unit would hold the Cube back), both from the cost model on this hardware and
-  shared over the cores that run each engine;
+- **balance**: an epilogue whose Vector time would exceed the matmul's time on the Cube cores
+  (its MACs or its operands' loads, an ND operand's at its ND2NZ-derated rate, whichever is
+  more) is split off (the Vector unit would hold the Cube back), both from the cost model on
+  this hardware and shared over the cores that run each engine;
 - **cap**: at most ``max_steps`` fused ops per task (the instruction buffer's limit,
   :attr:`Hardware.max_fused_ops`).
 
@@ -93,15 +94,28 @@ def max_steps_of(hw: Hardware) -> int:
 
 
 def _cube_cycles(task: Any, hw: Hardware) -> float:
-    """The matmul's Cube cycles at the Cube's rate for its operands' dtype, spread over the Cube
-    cores (per-instruction overheads left out: they depend on the tiling, not on the fusion)."""
+    """The matmul's time per Cube core: its MACs at the Cube's rate for its operands' dtype or
+    its operands' loads at the rate a core can count on, whichever is larger, summed over its
+    blocks as the plan balances them (:meth:`MatmulPlan.work`). An ND operand's load converts
+    it at its tile's ND2NZ ratio, so a matmul whose loads convert runs longer and hides more
+    Vector work. Per-instruction overheads are left out: they depend on the tiling's op
+    count, not on the fusion. A matmul with no Cube tiling (explicitly on the Vector engine,
+    or none fits) counts its MACs only."""
+    from staticsched.tasks.matmul.plan import MatmulPlan
+    from staticsched.tasks.matmul.tiling import derive_tiling
+
     assert hw.cube is not None
-    batch = 1
-    for d in task.batch:
-        batch *= d
+    ncores = len(hw.engine_cores("cube"))
+    if not task.on_vector:
+        try:
+            tiling = task.tiling or derive_tiling(task, hw)
+        except StaticschedError:
+            tiling = None
+        if tiling is not None:
+            return sum(MatmulPlan(task, tiling).work(hw)) / ncores
     rates = dict(hw.cube.macs_per_cycle)
     rate = rates.get(task.dtype) or rates["float16"]
-    return batch * task.m * task.n * task.k / rate / len(hw.engine_cores("cube"))
+    return task.batches * task.m * task.n * task.k / rate / ncores
 
 
 def _vector_cycles(ops: Iterable[str], elems: int, hw: Hardware, elem_bytes: int = 2) -> float:
@@ -219,7 +233,7 @@ def _grow(task: dict[str, Any], tasks: list[dict[str, Any]], by_id: dict[str, di
         ops = [op for s in (*steps, step) for op in _step_ops(s)]
         vector = _vector_cycles(ops, elems, hw, mm.out_bytes) if hw.vector is not None else 0.0
         if vector > cube:
-            return stop("balance", f"Vector time {_cyc(vector)} cycles/core > Cube time {_cyc(cube)} "
+            return stop("balance", f"Vector time {_cyc(vector)} cycles/core > matmul time {_cyc(cube)} "
                                    f"cycles/core with '{step['op']}': split off")
         trial = dict(task, epilogue=[*steps, step], out=nxt["out"])
         problem = _tiling_problem(trial, tg, by_id, hw)
@@ -232,7 +246,7 @@ def _grow(task: dict[str, Any], tasks: list[dict[str, Any]], by_id: dict[str, di
         members[task["id"]] = (*members[task["id"]], *members[nxt["id"]])
         taken += 1
         decisions.append(Decision(task["id"], nxt["id"], True, "balance",
-                                  f"Vector time {_cyc(vector)} cycles/core <= Cube time {_cyc(cube)} "
+                                  f"Vector time {_cyc(vector)} cycles/core <= matmul time {_cyc(cube)} "
                                   f"cycles/core with '{step['op']}'"))
 
 

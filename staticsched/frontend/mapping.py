@@ -5,7 +5,9 @@ A unit's balance point is its peak FLOP per cycle over the chip's GM bandwidth p
 shared link the GM loads cross, or the slowest GM path when there is no link): a task whose
 intensity is above the Cube's balance point is compute-bound on the Cube, one below the
 Vector's balance point is memory-bound even on the Vector unit, so the Cube would idle. The
-rule: above the Cube balance -> Cube; below the Vector balance -> Vector; in between, next to
+rule: above the Cube balance -> Cube (with the Cube's ND operand loads priced at their ND2NZ
+ratio on a chip that prices layouts: the converting load is that much slower, so it counts as
+that many more bytes); below the Vector balance -> Vector; in between, next to
 its neighbours (the engine of the task it reads from). :func:`mapping` states, per task, the
 intensity, the rule's engine and the engine that runs it: the kind's only lowering unless the
 task names another with ``"engine"`` (which is obeyed when the kind has that lowering).
@@ -57,10 +59,18 @@ class Mapped:
     gm_bytes: int
     rule: str
     engine: str
+    #: what the Cube's loads of ND operands add, as GM bytes: each such operand's bytes times
+    #: its tile's ND2NZ ratio less one (the load takes that much longer at the same rate)
+    converted: int = 0
 
     @property
     def intensity(self) -> float:
         return self.flops / max(1, self.gm_bytes)
+
+    @property
+    def cube_intensity(self) -> float:
+        """FLOP per GM byte as the Cube sees it, its ND operands' conversions priced."""
+        return self.flops / max(1, self.gm_bytes + self.converted)
 
     def line(self) -> str:
         note = ""
@@ -69,8 +79,10 @@ class Mapped:
                    if self.kind == "matmul" else
                    f"a {self.kind} task has no {self.rule} lowering in this version")
             note = f" (rule says {self.rule}; {why})"
+        conv = (f" ({self.cube_intensity:.2f} on the Cube with {self.converted:,} B-equivalents of "
+                f"ND2NZ conversion)" if self.converted else "")
         return (f"{self.task} ({self.kind}): {self.flops:,} FLOP / {self.gm_bytes:,} B = "
-                f"{self.intensity:.2f} FLOP/B -> {self.engine}{note}")
+                f"{self.intensity:.2f} FLOP/B{conv} -> {self.engine}{note}")
 
 
 def balance(hw: Hardware) -> Balance:
@@ -113,6 +125,42 @@ def _flops(task: object, tg: TaskGraph) -> int:
     return _elems(tg, task.writes[0])  # type: ignore[attr-defined]
 
 
+def _converted(task: object, tg: TaskGraph, hw: Hardware) -> int:
+    """The byte-equivalents the Cube's ND operand loads of ``task`` add (:attr:`Mapped.converted`):
+    a matmul's A and B at its tiling's base tiles (:meth:`MatmulTask.load_ratio`), attention's
+    Q, K and V at its Q and K/V blocks; 0 on a chip that prices no layouts, or when no tiling
+    fits (the lowering says why)."""
+    from staticsched.errors import StaticschedError
+
+    cube = hw.cube
+    if cube is None or not cube.models_layouts or getattr(task, "engine", "") == "vector":
+        return 0
+    kind = getattr(task, "type", "")
+    try:
+        if kind == "matmul":
+            from staticsched.tasks.matmul.tiling import derive_tiling
+
+            t = task.tiling or derive_tiling(task, hw)  # type: ignore[attr-defined]
+            tiles = {"a": (t.base_m, t.base_k), "b": (t.base_k, t.base_n)}
+            ratios = {getattr(task, w): task.load_ratio(hw, w, *tiles[w])  # type: ignore[attr-defined]
+                      for w in ("a", "b")}
+        elif kind == "attention":
+            from staticsched.tasks.attention.tiling import derive_tiling as derive_attention
+
+            t = task.tiling or derive_attention(task, hw)  # type: ignore[attr-defined]
+            ratios = {}
+            for name, rows, cols in ((task.q, t.block_q, task.d), (task.k, t.block_kv, task.d),  # type: ignore[attr-defined]
+                                     (task.v, t.block_kv, task.dv)):  # type: ignore[attr-defined]
+                decl = tg.tensor_map[name]
+                ratios[name] = 1.0 if decl.layout == "NZ" else cube.nd2nz_ratio(rows, cols, decl.shape[-1])
+        else:
+            return 0
+    except StaticschedError:
+        return 0
+    return sum(round(_elems(tg, n) * DTYPE_BYTES[tg.tensor_map[n].dtype] * (r - 1.0))
+               for n, r in sorted(ratios.items()))
+
+
 def mapping(tg: TaskGraph, hw: Hardware) -> tuple[Balance, list[Mapped]]:
     """Every task's intensity, the rule's engine and the engine that runs it."""
     bal = balance(hw)
@@ -124,7 +172,10 @@ def mapping(tg: TaskGraph, hw: Hardware) -> tuple[Balance, list[Mapped]]:
         gm = sum(_elems(tg, n) * DTYPE_BYTES[tg.tensor_map[n].dtype] for n in names)
         flops = _flops(task, tg)
         intensity = flops / max(1, gm)
-        if intensity >= bal.cube:
+        converted = _converted(task, tg, hw)
+        # the Cube's side prices its loads' conversions: a matmul fed by ND activations must
+        # clear the Cube's balance point with them (the Vector unit reads ND as it is)
+        if flops / max(1, gm + converted) >= bal.cube:
             rule = "cube"
         elif intensity <= bal.vector:
             rule = "vector"
@@ -133,7 +184,7 @@ def mapping(tg: TaskGraph, hw: Hardware) -> tuple[Balance, list[Mapped]]:
             rule = srcs[0] if srcs else KIND_ENGINE.get(task.type, "vector")
         engine = getattr(task, "engine", "") or KIND_ENGINE.get(task.type, "vector")
         engine_of[task.id] = engine
-        out.append(Mapped(task.id, task.type, flops, gm, rule, engine))
+        out.append(Mapped(task.id, task.type, flops, gm, rule, engine, converted))
     return bal, out
 
 
