@@ -20,6 +20,7 @@ import attrs
 
 from staticsched.emit.sync import Flag, SyncPlan, plan_sync, plan_timed
 from staticsched.emit.sync.barriers import choose_barriers
+from staticsched.emit.sync.turnstiles import gather_turnstiles
 from staticsched.errors import InfeasibleError, InputError
 from staticsched.model.deps import intended_writes
 from staticsched.model.fluid import FluidLinks, FluidTransfer
@@ -531,6 +532,10 @@ def finalize_replayed(
                 rep.line(f"  barrier: {choice.line()}")
             plan = attrs.evolve(barred, stats=attrs.evolve(barred.stats, barriers=tuple(choices)))
             played = replayed or played
+        plan, played, gathered = gather_turnstiles(schedule.hw, plan, played,
+                                                   functools.partial(replay, schedule))
+        if gathered:
+            rep.line(f"  turnstiles: {gathered} GM-word WAIT(s) joined an earlier poll of their stream")
         final = _played(schedule, plan, played)
         if on_final is not None:
             on_final(final, plan)

@@ -96,4 +96,7 @@ def split_lines(schedule: Schedule, plan: SyncPlan, busy: Mapping[tuple[int, str
                             "for each barrier)" if "0" in routes else ""))
         for choice in plan.stats.barriers:
             lines.append(f"  barrier    : {choice.line()}")
+        if plan.stats.turnstiles:
+            lines.append(f"  turnstiles : {plan.stats.turnstiles} GM-word WAIT(s) moved up into an earlier "
+                         "poll of their stream (their words visible by then: one load polls them all)")
     return lines

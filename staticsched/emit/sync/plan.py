@@ -91,6 +91,8 @@ class SyncStats:
     fallback: str = ""
     #: each bundle of GM words the barrier pass tried (:mod:`staticsched.emit.sync.barriers`)
     barriers: tuple[Any, ...] = attrs.field(converter=tuple, default=())
+    #: GM-word WAITs the turnstile pass moved into an earlier poll (:mod:`staticsched.emit.sync.turnstiles`)
+    turnstiles: int = 0
 
     def as_dict(self) -> dict:
         """JSON-ready form with a fixed key order."""
@@ -108,6 +110,8 @@ class SyncStats:
             out["fallback"] = self.fallback
         if self.barriers:
             out["barriers"] = [attrs.asdict(b) for b in self.barriers]
+        if self.turnstiles:
+            out["turnstiles"] = self.turnstiles
         return out
 
 
