@@ -236,9 +236,22 @@ def _grow(task: dict[str, Any], tasks: list[dict[str, Any]], by_id: dict[str, di
             return stop("balance", f"Vector time {_cyc(vector)} cycles/core > matmul time {_cyc(cube)} "
                                    f"cycles/core with '{step['op']}': split off")
         trial = dict(task, epilogue=[*steps, step], out=nxt["out"])
-        problem = _tiling_problem(trial, tg, by_id, hw)
+        plan, problem = _trial_plan(trial, tg, hw)
         if problem:
             return stop("kind", f"'{step['op']}' as a row epilogue does not fit: {problem}")
+        if step["op"] in ROW_EPILOGUES and not any(s["op"] in ROW_EPILOGUES for s in steps):
+            # a row epilogue makes each row panel one core's work: with fewer panels than Cube
+            # cores the matmul runs on that many, which can cost more than the task it saves
+            ncores = len(hw.engine_cores("cube")) if hw.cube is not None else 1
+            panels = getattr(plan, "blocks", ncores)
+            if panels < ncores:
+                alone = (_vector_cycles(_step_ops(step), elems, hw, mm.out_bytes)
+                         if hw.vector is not None else 0.0)
+                fused = cube * ncores / panels
+                if fused > cube + alone:
+                    return stop("balance", f"'{step['op']}' as a row epilogue leaves {panels} row panel(s) "
+                                           f"for {ncores} Cube cores: matmul time {_cyc(fused)} cycles/core "
+                                           f"> {_cyc(cube)} + {_cyc(alone)} as its own task: split off")
         steps.append(step)
         task["epilogue"] = list(steps)
         task["out"] = nxt["out"]
@@ -306,6 +319,11 @@ def _as_step(task: Mapping[str, Any], tile: str) -> tuple[dict[str, Any] | None,
 
 def _tiling_problem(trial: dict[str, Any], tg: TaskGraph, by_id: Mapping[str, Any], hw: Hardware) -> str:
     """Why the matmul ``trial`` cannot be tiled on ``hw`` (its kind's words), or ""."""
+    return _trial_plan(trial, tg, hw)[1]
+
+
+def _trial_plan(trial: dict[str, Any], tg: TaskGraph, hw: Hardware) -> tuple[Any, str]:
+    """The plan of the matmul ``trial`` on ``hw`` and "", or None and why it cannot be tiled."""
     from staticsched.frontend.lowering import plan_tasks
 
     doc = taskgraph_to_dict(tg)
@@ -314,10 +332,10 @@ def _tiling_problem(trial: dict[str, Any], tg: TaskGraph, by_id: Mapping[str, An
     doc.pop("constants", None)
     doc["tasks"] = [trial]
     try:
-        plan_tasks(taskgraph_from_dict(doc, "<fusion trial>"), hw)
+        (plan,) = plan_tasks(taskgraph_from_dict(doc, "<fusion trial>"), hw)
     except StaticschedError as exc:
-        return "; ".join(exc.problems)
-    return ""
+        return None, "; ".join(exc.problems)
+    return plan, ""
 
 
 def search_fusion(tg: TaskGraph, hw: Hardware, measure: Callable[[TaskGraph], int], *,
