@@ -44,7 +44,11 @@ class Replayed:
 
     @property
     def makespan(self) -> int:
-        return max(self.ends.values(), default=0)
+        """The last op's end or the last sync instruction's cycle, whichever is later: a
+        stream may end in a WAIT (a credit returned after its last op), and the core is not
+        done until it passes, as the verifier's replay counts it."""
+        last = max((c[-1] for c in self.cycles if c), default=0)
+        return max(max(self.ends.values(), default=0), last)
 
 
 def replay_cycles(schedule: Schedule, plan: SyncPlan) -> list[list[int]]:
