@@ -77,7 +77,7 @@ def _number(pattern: str, text: str) -> int:
 
 def run_one(model: Path, hw: str, out: Path) -> Row:
     """``staticsched schedule`` on ``model`` in a fresh process, timed, its summary parsed."""
-    cmd = [sys.executable, "-m", "staticsched.cli", "schedule", str(model), "--hw", hw, "-o", str(out)]
+    cmd = [sys.executable, "-m", "staticsched", "schedule", str(model), "--hw", hw, "-o", str(out)]
     t0 = time.monotonic()
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)

@@ -15,7 +15,8 @@ from common import EXAMPLES
 from taskcases import run_cli
 
 import staticsched
-from staticsched.cli import DEFAULT_JITTER, _parser, main
+from staticsched.cli import main
+from staticsched.cli.args import DEFAULT_JITTER, build_parser
 from staticsched.emit import OUTPUT_FILES, choose_outputs, load_program
 from staticsched.emit.files import LARGE_PROGRAM_OPS, TEXT_FORMS
 from staticsched.errors import InputError
@@ -37,7 +38,7 @@ def test_version(capsys):
 
 
 def test_every_option_of_schedule_and_verify_has_help():
-    sub = next(a for a in _parser()._actions if a.dest == "cmd")
+    sub = next(a for a in build_parser()._actions if a.dest == "cmd")
     for name in ("schedule", "verify"):
         for action in sub.choices[name]._actions:
             assert action.help, f"{name} {action.option_strings or action.dest} has no help"
