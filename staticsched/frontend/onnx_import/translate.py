@@ -16,182 +16,52 @@ Computing nodes become tasks of the existing kinds: ``MatMul``/``Gemm`` a ``matm
 from how the other operand broadcasts (a full tensor, one value per column, per row, or a
 scalar constant), ``Softmax``/``LayerNormalization`` and last-axis reductions a ``rowwise``
 task. Fusing them is the next pass's decision (:mod:`staticsched.frontend.fusion`).
+
+The document the handlers write (names, GM values, constants, tasks, the graph's bindings) is
+:mod:`.writer`'s; this module holds what each op type becomes (:data:`HANDLERS`).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 import numpy as np
 
-from staticsched.errors import ModelError
-from staticsched.frontend.onnx_import.load import Net, Node
+from staticsched.frontend.onnx_import.load import Node
 from staticsched.frontend.onnx_import.patterns import ATTENTION
-from staticsched.model.dtypes import COMPUTE_DTYPES, as_dtype
+from staticsched.frontend.onnx_import.writer import (
+    FLOAT_TYPES,
+    GM,
+    IMPORT_DTYPES,
+    MAX_RANK,
+    Binding,
+    GraphWriter,
+    rows_cols,
+)
 
-MAX_RANK = 4
-#: ONNX element types of a model's inputs and outputs: computed in the import's dtype
-#: (``float16`` unless asked otherwise), returned in their own
-FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float16))
-#: the dtypes an import may compute in (every tensor of the TaskGraph is declared with it)
-IMPORT_DTYPES = tuple(COMPUTE_DTYPES)
-
-_NAME_OK = re.compile(r"[^A-Za-z0-9_:/+\-\[\]#@]")
-
-
-@attrs.frozen
-class GM:
-    """A value held in a GM tensor: ``tensor`` as declared, seen with the ONNX ``shape``."""
-
-    tensor: str
-    shape: tuple[int, ...]
-    transposed: bool = False
+# Binding and IMPORT_DTYPES: the package's face imports them from here with Translator
+__all__ = ["HANDLERS", "IMPORT_DTYPES", "Binding", "Translator"]
 
 
-@attrs.frozen
-class Binding:
-    """A graph input or output: its ONNX name, shape and dtype, and the GM tensor holding it."""
-
-    name: str
-    tensor: str
-    shape: tuple[int, ...]
-    dtype: str
-
-
-def rows_cols(shape: tuple[int, ...]) -> tuple[int, int]:
-    """The 2-D view of a row-major shape: leading dims flattened into rows."""
-    if not shape:
-        return (1, 1)
-    return (math.prod(shape[:-1]), shape[-1])
-
-
-def declared(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The TaskGraph shape of an ONNX shape: at most 4-D, a scalar as ``[1]``."""
-    if not shape:
-        return (1,)
-    if len(shape) > MAX_RANK:
-        return (math.prod(shape[: len(shape) - MAX_RANK + 1]), *shape[len(shape) - MAX_RANK + 1:])
-    return tuple(shape)
-
-
-class Translator:
-    """Walks the net's nodes in order and writes the TaskGraph document; every tensor is
-    declared with ``dtype`` and every constant rounded to it."""
-
-    def __init__(self, net: Net, dtype: str = "float16") -> None:
-        self.net = net
-        self.dtype = dtype
-        self.env: dict[str, GM | np.ndarray] = dict(net.consts)
-        self.tensors: dict[str, tuple[int, ...]] = {}
-        self.constants: dict[str, np.ndarray] = {}
-        self.tasks: list[dict[str, Any]] = []
-        self.origin: dict[str, str] = {}  # task id -> the ONNX node it came from
-        self._names: set[str] = set()
-        self._const_names: dict[tuple[str, tuple[int, ...]], str] = {}
-        self.node: Node | None = None
-
-    # ----------------------------------------------------------------- names and values
-
-    def fresh(self, base: str, *, task: bool = False) -> str:
-        name = _NAME_OK.sub("_", base.replace(".", "_") if task else base) or "t"
-        if name[0] in "-+":
-            name = "_" + name
-        out, i = name, 1
-        while out in self._names:
-            i += 1
-            out = f"{name}_{i}"
-        self._names.add(out)
-        return out
-
-    def fail(self, why: str) -> ModelError:
-        assert self.node is not None
-        return ModelError(f"{self.net.where(self.node)}: {why}")
-
-    def gm(self, name: str) -> GM:
-        """The GM value ``name`` (a constant becomes a constant tensor)."""
-        v = self.env[name]
-        if isinstance(v, GM):
-            return v
-        return self.const_tensor(v, name)
-
-    def const_tensor(self, value: np.ndarray, base: str, shape: tuple[int, ...] | None = None) -> GM:
-        value = np.asarray(value)
-        if value.dtype.kind not in "fiub":
-            raise self.fail(f"constant '{base}' has dtype {value.dtype}, not a number")
-        shape = tuple(value.shape) if shape is None else shape
-        key = (base, declared(shape))
-        if key in self._const_names:
-            return GM(self._const_names[key], shape)
-        name = self.fresh(base)
-        self.tensors[name] = declared(shape)
-        held = rows_cols(declared(shape))
-        self.constants[name] = as_dtype(value.reshape(held), self.dtype)
-        self._const_names[key] = name
-        return GM(name, shape)
-
-    def out_tensor(self, onnx_name: str, shape: tuple[int, ...]) -> str:
-        name = self.fresh(onnx_name)
-        self.tensors[name] = declared(shape)
-        return name
-
-    def task(self, body: dict[str, Any]) -> None:
-        assert self.node is not None
-        tid = self.fresh(body.pop("id"), task=True)
-        self.tasks.append({"id": tid, **body})
-        self.origin[tid] = self.node.name
-
-    def shape(self, name: str) -> tuple[int, ...]:
-        return tuple(self.net.shapes[name])
-
-    # ----------------------------------------------------------------- inputs and outputs
-
-    def bind_inputs(self) -> list[Binding]:
-        out = []
-        for name in self.net.inputs:
-            dtype = self.net.dtypes.get(name)
-            if dtype not in FLOAT_TYPES:
-                raise ModelError(f"input '{name}': dtype {dtype} is not supported (float32 and float16 "
-                                 f"inputs are computed in {self.dtype})")
-            shape = self.shape(name)
-            t = self.fresh(name)
-            self.tensors[t] = declared(shape)
-            self.env[name] = GM(t, shape)
-            out.append(Binding(name, t, shape, str(dtype)))
-        return out
-
-    def bind_outputs(self) -> list[Binding]:
-        out = []
-        written = {t["out"] for t in self.tasks}
-        inputs = {self.env[n].tensor for n in self.net.inputs if isinstance(self.env[n], GM)}  # type: ignore[union-attr]
-        seen: set[str] = set()
-        for name in self.net.outputs:
-            dtype = self.net.dtypes.get(name)
-            if dtype not in FLOAT_TYPES:
-                raise ModelError(f"output '{name}': dtype {dtype} is not supported (float32 and float16)")
-            v = self.env[name]
-            shape = self.shape(name)
-            if isinstance(v, GM) and v.transposed:
-                raise ModelError(f"output '{name}': a transposed view is a real move, not supported")
-            if not isinstance(v, GM) or v.tensor in inputs or v.tensor in seen or v.tensor not in written:
-                # an output that is an input, a constant or another output: a real copy
-                self.node = Node(f"{name}/copy", "Identity", [name], [name], {})
-                src = self.gm(name)
-                t = self.out_tensor(f"{name}_copy", src.shape)
-                self.task({"id": f"{name}/copy", "type": "elementwise", "op": "cast",
-                           "inputs": [src.tensor], "out": t})
-                self.tensors[t] = self.tensors[src.tensor]
-                v = GM(t, shape)
-            seen.add(v.tensor)
-            out.append(Binding(name, v.tensor, shape, str(dtype)))
-        return out
-
-    # ----------------------------------------------------------------- the nodes
+class Translator(GraphWriter):
+    """Walks the net's nodes in order and writes the TaskGraph document (:class:`GraphWriter`),
+    each node by its op type's handler (:data:`HANDLERS`)."""
 
     def run(self) -> tuple[list[Binding], list[Binding]]:
+        """Translate every node of the net, in order.
+
+        Returns
+        -------
+        inputs, outputs
+            The graph's inputs and outputs, each bound to the GM tensor holding it.
+
+        Raises
+        ------
+        ModelError
+            One line naming the node, for an op type or a use of one outside the supported set.
+        """
         ins = self.bind_inputs()
         for node in self.net.nodes:
             self.node = node
