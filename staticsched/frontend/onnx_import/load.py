@@ -11,6 +11,9 @@ the smallest one that serves the importer.
 
 from __future__ import annotations
 
+import math
+import os
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -102,6 +105,8 @@ def load_net(model: Any) -> Net:
     from onnx import numpy_helper, shape_inference, version_converter
 
     proto = read_model(model)
+    _check_names(proto)
+    _check_initializers(proto.graph)
     opset = _default_opset(proto)
     if opset < NATIVE_MIN:
         try:
@@ -116,7 +121,6 @@ def load_net(model: Any) -> Net:
     except Exception as exc:
         raise ModelError(f"model: ONNX shape inference failed ({type(exc).__name__}: {exc})") from None
     g = proto.graph
-    consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     shapes: dict[str, tuple[int, ...]] = {}
     dtypes: dict[str, np.dtype] = {}
     problems: list[str] = []
@@ -131,9 +135,20 @@ def load_net(model: Any) -> Net:
         if tt.HasField("shape"):
             dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
             shapes[vi.name] = tuple(dims)
-    for name, value in consts.items():
-        shapes[name] = tuple(value.shape)
-        dtypes[name] = value.dtype
+    for t in g.initializer:
+        shapes[t.name] = tuple(int(d) for d in t.dims)
+        dtypes[t.name] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type))
+    # before anything is allocated: folding a ConstantOfShape, or the replay, would take it all
+    problems += _too_large(shapes, dtypes)
+    if problems:
+        raise ModelError(problems)
+    consts: dict[str, np.ndarray] = {}
+    for t in g.initializer:
+        try:
+            consts[t.name] = numpy_helper.to_array(t)
+        except Exception as exc:  # what the count above cannot see (packed types, bad strings)
+            raise ModelError(f"initializer '{t.name}': onnx cannot read its values ({type(exc).__name__}: "
+                             f"{exc})") from None
     inputs = tuple(vi.name for vi in g.input if vi.name not in consts)
     for name in inputs:
         shape = shapes.get(name)
@@ -165,6 +180,103 @@ def load_net(model: Any) -> Net:
                 consumers.setdefault(name, []).append(i)
     outputs = tuple(vi.name for vi in g.output)
     return Net(tuple(nodes), inputs, outputs, shapes, dtypes, consts, opset, consumers)
+
+
+def _check_names(proto: Any) -> None:
+    """One line per name given twice: a graph input or initializer listed twice, a value
+    written by two nodes (or by a node and as an input), and an initializer that shadows an
+    input from IR version 4 on (there it is the input's default value; the importer folds
+    initializers as constants, so the caller's value would be ignored without a word)."""
+    g = proto.graph
+    problems = []
+    for what, names in (("graph input", [v.name for v in g.input]),
+                        ("initializer", [t.name for t in g.initializer])):
+        for name, count in sorted(Counter(names).items()):
+            if count > 1:
+                problems.append(f"{what} '{name}': listed {count} times; each name is given once")
+    written: dict[str, str] = {v.name: "the graph's input" for v in g.input}
+    written.update((t.name, "an initializer") for t in g.initializer)
+    for i, n in enumerate(g.node):
+        where = f"node '{n.name or f'{n.op_type}_{i}'}' ({n.op_type})"
+        for out in n.output:
+            if out and out in written:
+                problems.append(f"{where}: writes '{out}', already written by {written[out]}; "
+                                f"every value has one producer")
+            elif out:
+                written[out] = where
+    if proto.ir_version >= 4:
+        inits = {t.name for t in g.initializer}
+        problems += [f"input '{v.name}': an initializer of the same name shadows it (its default value "
+                     f"in IR {proto.ir_version}); staticsched folds initializers as constants, so a value "
+                     f"given for '{v.name}' would be ignored: drop it from the inputs or the initializers"
+                     for v in g.input if v.name in inits]
+    if problems:
+        raise ModelError(problems)
+
+
+def _check_initializers(g: Any) -> None:
+    """One line per initializer whose stored values do not fill its declared dims (checked
+    before anything is reshaped or allocated)."""
+    from onnx import TensorProto, helper
+
+    problems = []
+    for t in g.initializer:
+        dims = [int(d) for d in t.dims]
+        if any(d < 0 for d in dims):
+            problems.append(f"initializer '{t.name}': dims {dims} are negative")
+            continue
+        declared = math.prod(dims)
+        if t.data_location == TensorProto.EXTERNAL:  # not loaded: onnx.load refused it or was told not to
+            continue
+        try:
+            np_dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+        except Exception:  # an unknown or undefined element type
+            problems.append(f"initializer '{t.name}': element type {t.data_type} is not a tensor type "
+                            f"numpy holds")
+            continue
+        name = TensorProto.DataType.Name(t.data_type)
+        if name.startswith(("INT4", "UINT4", "FLOAT4", "INT2", "UINT2")):
+            continue  # packed below a byte: numpy_helper's own check stands (to_array below)
+        if t.HasField("raw_data"):
+            stored = len(t.raw_data) // np_dtype.itemsize
+        else:
+            stored = len(getattr(t, helper.tensor_dtype_to_field(t.data_type)))
+            stored //= 2 if name.startswith("COMPLEX") else 1
+        if stored != declared:
+            problems.append(f"initializer '{t.name}': dims {dims} declare {declared:,} values, it holds "
+                            f"{stored:,}")
+    if problems:
+        raise ModelError(problems)
+
+
+def _too_large(shapes: dict[str, tuple[int, ...]], dtypes: dict[str, np.dtype]) -> list[str]:
+    """One line per value whose declared shape needs more bytes than this machine has."""
+    limit = physical_memory()
+    lines = []
+    for name in sorted(shapes):
+        shape = shapes[name]
+        if any(d < 0 for d in shape):
+            continue
+        need = math.prod(shape) * dtypes.get(name, np.dtype(np.float32)).itemsize
+        if need > limit:
+            lines.append(f"value '{name}': shape {_fmt(shape)} of {dtypes.get(name, 'float32')} needs "
+                         f"{_bytes(need)}, more than this machine's {_bytes(limit)}")
+    return lines
+
+
+def physical_memory() -> int:
+    """This machine's memory in bytes (a large figure where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # not POSIX: no better figure than 1 TiB
+        return 1 << 40
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 def _check_cycles(g: Any) -> None:
