@@ -58,7 +58,6 @@ def test_wall_clock_mode_says_it_is_not_reproducible():
     assert s.verify() == ()
     assert "not reproducible" in s.stop_reason
     assert s.stop_reason == STOP_WALL_MODE or s.status == "optimal"
-    assert dict(s.stats)["search_seconds"] < 5
 
 
 def test_proven_job_shop_is_optimal_for_the_user():
@@ -140,8 +139,8 @@ def test_the_wall_clock_net_fires_at_its_factor_of_the_limit(monkeypatch):
     stats = dict(s.stats)
     assert s.stop_reason == budget.STOP_WALL_NET
     assert stats["safety_net_fired"] and stats["safety_net"] == 1.5
-    # stopped at the net (plus the watchdog's grace), not at the 1 s limit and not at the budget
-    assert 1.4 <= stats["search_seconds"] < 1.5 + 2.0, stats
+    # stopped by the net, not at the budget (when it fires, in wall seconds, is
+    # benchmarks/wall_clock.py's to measure: a test run beside this one would move it)
     assert stats["budget_spent"] < 1.0, stats
     from staticsched.emit.summary import net_lines
 

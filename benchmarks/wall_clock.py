@@ -1,0 +1,100 @@
+"""What the tests no longer assert: how many wall seconds a time limit, the safety net and the
+wall-clock mode take on this machine.
+
+The tests check what stops a search (the deterministic budget, the net, the wall-clock mode)
+and what it is charged, in calibrated seconds; the wall seconds depend on the machine and on
+what runs beside it, so they are measured here, alone, as a table::
+
+    python benchmarks/wall_clock.py [--repeat 3]
+
+Rows (medians over ``--repeat`` runs):
+
+- ``limit 1 s``: a 60-tile pipeline under ``time_limit=1`` (deterministic mode): the search's
+  wall seconds and the whole solve's, against the limit;
+- ``net 1.5 s``: la29 with a budget calibrated 100x too generous (a machine far slower than the
+  calibration one) and the net set to 1.5 x 1 s + 0 s: when the net fired;
+- ``wall mode 1 s``: a 100-tile pipeline in ``time_mode="wall"``;
+- ``cpsat net 0.2 s``: ``solve_cpsat`` with a huge deterministic budget and 0.2 wall seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import synthetic  # noqa: E402
+
+
+def _limit() -> tuple[float, float, str]:
+    from staticsched.solver import solve
+
+    s = solve(*synthetic.tile_pipeline(60), time_limit=1.0)
+    stats = dict(s.stats)
+    return float(stats["search_seconds"]), float(stats["seconds"]), s.stop_reason
+
+
+def _net() -> tuple[float, float, str]:
+    from staticsched.solver import budget, solve
+
+    lines = (ROOT / "benchmarks" / "jobshop" / "la29.txt").read_text().strip().splitlines()[1:]
+    rows = [[int(x) for x in line.split()] for line in lines]
+    graph, hw = synthetic.job_shop([list(zip(r[::2], r[1::2], strict=True)) for r in rows])
+    saved = budget.TARGET, budget.NET_FACTOR, budget.NET_OFFSET
+    budget.TARGET, budget.NET_FACTOR, budget.NET_OFFSET = 100.0, 1.5, 0.0
+    try:
+        s = solve(graph, hw, time_limit=1.0)
+    finally:
+        budget.TARGET, budget.NET_FACTOR, budget.NET_OFFSET = saved
+    stats = dict(s.stats)
+    return float(stats["search_seconds"]), float(stats["seconds"]), s.stop_reason
+
+
+def _wall_mode() -> tuple[float, float, str]:
+    from staticsched.solver import solve
+
+    s = solve(*synthetic.tile_pipeline(100, flag_latency=1), time_limit=1.0, time_mode="wall")
+    stats = dict(s.stats)
+    return float(stats["search_seconds"]), float(stats["seconds"]), s.stop_reason
+
+
+def _cpsat_net() -> tuple[float, float, str]:
+    from staticsched.solver import build_problems, list_schedule, lower_bound
+    from staticsched.solver.cpmodel import solve_cpsat
+
+    ((prob, _),) = build_problems(*synthetic.tile_pipeline(60))
+    hint = list_schedule(prob)
+    t0 = time.monotonic()
+    res = solve_cpsat(prob, hint, lower_bound(prob).value, det_limit=1e6, wall_limit=0.2)
+    return res.wall, time.monotonic() - t0, res.stop_reason
+
+
+ROWS: dict[str, tuple[float, Callable[[], tuple[float, float, str]]]] = {
+    "limit 1 s": (1.0, _limit),
+    "net 1.5 s": (1.5, _net),
+    "wall mode 1 s": (1.0, _wall_mode),
+    "cpsat net 0.2 s": (0.2, _cpsat_net),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    print(f"{'row':<16} {'target s':>8} {'search s':>9} {'total s':>8}  stop reason")
+    for name, (target, run) in ROWS.items():
+        runs = [run() for _ in range(args.repeat)]
+        search = statistics.median(r[0] for r in runs)
+        total = statistics.median(r[1] for r in runs)
+        print(f"{name:<16} {target:>8.1f} {search:>9.2f} {total:>8.2f}  {runs[0][2]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
