@@ -22,6 +22,7 @@ from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
 from staticsched.model.program import Program
 from staticsched.verify import numeric as numreplay
+from staticsched.verify.compare import DEFAULT_TOLERANCE, compare, default_tolerance, written_tensors
 from staticsched.verify.conformance import conformance_findings
 from staticsched.verify.cost import cost_findings
 from staticsched.verify.dataflow import dataflow_findings, seen_write_findings, tensor_space_findings
@@ -97,7 +98,7 @@ def verify(
         of the program's source TaskGraph.
     tolerance
         Max element error allowed by the numeric comparison (default: by each compared
-        tensor's dtype, :data:`staticsched.verify.numeric.DEFAULT_TOLERANCES`; 2e-2 for fp16).
+        tensor's dtype, :data:`staticsched.verify.compare.DEFAULT_TOLERANCES`; 2e-2 for fp16).
     reference
         The numeric replay's inputs and NumPy reference, already under way
         (:class:`staticsched.verify.reference.Reference`: the CLI starts it beside sync
@@ -364,14 +365,14 @@ def _numeric_finish(
 ) -> None:
     """Finish the numeric replay and compare it against the reference: its findings into
     ``found``, its verdict into ``stats``. Without a ``tolerance`` each tensor is compared with
-    its dtype's (:func:`~staticsched.verify.numeric.default_tolerance`); ``numeric_tolerance``
+    its dtype's (:func:`~staticsched.verify.compare.default_tolerance`); ``numeric_tolerance``
     is the loosest one applied."""
     pending, ref = started
     gm, errors = pending.finish()
     found["numeric"].extend(errors)
     worst = 0.0
     used: list[float] = []
-    for name in numreplay.written_tensors(ix):
+    for name in written_tensors(ix):
         if name not in ref:
             found["numeric"].append(
                 Finding(
@@ -381,17 +382,17 @@ def _numeric_finish(
                 )
             )
             continue
-        tol = numreplay.default_tolerance(ix.tensors[name].dtype) if tolerance is None else tolerance
+        tol = default_tolerance(ix.tensors[name].dtype) if tolerance is None else tolerance
         used.append(tol)
-        err, f = numreplay.compare(ix, rep, name, gm[name], np.asarray(ref[name]), tol)
+        err, f = compare(ix, rep, name, gm[name], np.asarray(ref[name]), tol)
         worst = max(worst, err)
         if f is not None:
             found["numeric"].append(f)
-    for name in sorted(set(ref) - set(numreplay.written_tensors(ix))):
+    for name in sorted(set(ref) - set(written_tensors(ix))):
         found["numeric"].append(
             Finding("numeric", "missing_output", f"reference tensor '{name}' is never written by the program")
         )
     stats["numeric"] = "ok" if not found["numeric"] else "mismatch"
     stats["numeric_max_error"] = float(f"{worst:.6g}") if math.isfinite(worst) else "inf"
-    stats["numeric_tolerance"] = max(used, default=numreplay.DEFAULT_TOLERANCE if tolerance is None
+    stats["numeric_tolerance"] = max(used, default=DEFAULT_TOLERANCE if tolerance is None
                                      else tolerance)

@@ -23,6 +23,7 @@ import numpy as np
 
 from staticsched._workers import Mapped, default_processes
 from staticsched.verify import numeric
+from staticsched.verify.compare import diff, written_tensors
 from staticsched.verify.dataflow import dataflow_findings, seen_write_findings
 from staticsched.verify.flags import double_set_findings
 from staticsched.verify.hb import race_findings, timed_pass
@@ -180,10 +181,10 @@ def _replay(job: tuple, r: int) -> list[tuple[tuple, Finding]]:
     if data is not None:
         inputs, nominal_gm = data
         gm, _ = numeric.run(ix, rep, inputs)
-        for name in numeric.written_tensors(ix):
+        for name in written_tensors(ix):
             if name not in gm or name not in nominal_gm:
                 continue
-            f = numeric.diff(ix, name, nominal_gm[name], gm[name], f"from the nominal run{note}")
+            f = diff(ix, name, nominal_gm[name], gm[name], f"from the nominal run{note}")
             if f is not None:
                 out.append((("tensor", name), f))
     return out

@@ -12,12 +12,14 @@ on copies of the written views, and GM writes are recorded and applied at the
 end. Ends at a cycle are applied before starts at that cycle, matching
 happens-before (a consumer may start when its producer ends). Ops without a
 kind (``"op"``) are opaque and skipped.
+
+What the replay's outputs are compared with, and how (tolerances, mismatches), is
+:mod:`staticsched.verify.compare`'s.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -28,38 +30,17 @@ from threadpoolctl import threadpool_limits
 
 from staticsched._workers import Mapped
 from staticsched.model import layouts
-from staticsched.model.dtypes import is_float, numpy_dtype
+from staticsched.model.dtypes import numpy_dtype
 from staticsched.model.opkinds import KINDS
 from staticsched.verify import buffers, lockstep
+from staticsched.verify.compare import DEFAULT_TOLERANCES
 from staticsched.verify.index import OP, ProgramIndex
 from staticsched.verify.index_state import GmAccess
 from staticsched.verify.replay import Replay
 from staticsched.verify.report import Finding
 
-#: default max element error (abs error relative to max(1, |reference|)); fp16 outputs carry
-#: ~1e-3 relative rounding and fp32 accumulation order differs from NumPy's, so 2e-2 leaves
-#: room for long K while any wrong tile (errors of order 1) still fails
-DEFAULT_TOLERANCE = 2e-2
-#: the default tolerance by the compared tensor's dtype (docs/verification.md). bf16 keeps 8
-#: bits of mantissa where fp16 keeps 11: an output differs from the reference by one bf16
-#: spacing (2^-7 = 7.8e-3 at 1) where the fp32 sums' order moves a value across a rounding
-#: boundary, and each in-place epilogue step rounds to bf16 again (a layernorm epilogue: 1.1e-2
-#: measured), so 2^-4 = 6.25e-2 (8 spacings) leaves room while a wrong tile (errors of order
-#: 1) still fails. fp32 outputs carry no rounding worth the name, but the order of fp32
-#: additions (K-long sums, row statistics, streamed E[x^2] - mean^2) differs from NumPy's and
-#: later tasks amplify it (a K = 4096 matmul with exp in its epilogue, then softmax: 7.5e-5
-#: measured), so 1e-3.
-DEFAULT_TOLERANCES = {"float16": DEFAULT_TOLERANCE, "bfloat16": 2.0**-4, "float32": 1e-3}
-
-
-def default_tolerance(dtype: str) -> float:
-    """The tolerance a tensor of ``dtype`` is compared with when none is given."""
-    return DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCE)
-
-#: differing elements listed in a message
-SHOW = 5
-#: elements compared at a time (a block of rows that stays in the cache)
-COMPARE_BLOCK = 1 << 16
+# DEFAULT_TOLERANCES: docs/verification.md names it here, beside the replay it judges
+__all__ = ["DEFAULT_TOLERANCES", "WORKER_SHARE", "Order", "Pending", "order", "replayable", "run", "start"]
 
 #: the worker's share of a split numeric replay: the calling process has the other checks to
 #: run first (races, memory, conformance: about as long as half the numbers on a chip), so
@@ -99,13 +80,6 @@ def replayable(ix: ProgramIndex) -> list[Finding]:
             )
         )
     return out
-
-
-def written_tensors(ix: ProgramIndex) -> list[str]:
-    """GM tensors some op writes, sorted, but for workspaces (scratch the lowering made, such
-    as a split chip's AIC -> AIV ring: the outputs read through them are what is compared)."""
-    scratch = {t.name for t in ix.program.tensors if t.workspace}
-    return sorted({g.tensor for g in ix.gm_accesses if g.write} - scratch)
 
 
 def run(
@@ -457,99 +431,3 @@ def _placeable(ix: ProgramIndex, findings: list[Finding]) -> bool:
         _finding("error", f"item '{it.name}' at offset {it.offset} cannot hold {it.dtype} data", core=it.core)
     )
     return False
-
-
-def compare(
-    ix: ProgramIndex,
-    rep: Replay,
-    name: str,
-    got: np.ndarray,
-    want: np.ndarray,
-    tolerance: float,
-) -> tuple[float, Finding | None]:
-    """Max element error of ``got`` against the reference ``want`` and a ``mismatch`` finding
-    naming the first differing elements (and the store that wrote each) when it exceeds
-    ``tolerance``. NaN counts as an infinite error."""
-    if got.shape != want.shape:
-        return math.inf, _finding(
-            "mismatch",
-            f"tensor '{name}' has shape {list(got.shape)} but the reference has {list(want.shape)}",
-        )
-    # in blocks of rows that stay in the cache (a 4096^2 tensor: 0.08 s against 1.4 s whole);
-    # the error array of the whole tensor only when something is to be shown
-    rows = max(1, COMPARE_BLOCK // max(1, math.prod(got.shape[1:])))
-    max_err, count = 0.0, 0
-    for r in range(0, got.shape[0], rows):
-        part = _errors(got[r : r + rows], want[r : r + rows])
-        if part.size:
-            max_err = max(max_err, float(part.max()))
-            count += int((part > tolerance).sum())
-    if not count:
-        return max_err, None
-    err = _errors(got, want)
-    bad = err > tolerance
-    worst = np.unravel_index(int(np.argmax(err)), err.shape)
-    shown = []
-    first_store = -1
-    for idx in np.argwhere(bad)[:SHOW]:
-        i = tuple(int(x) for x in idx)
-        writer = _writer(ix, rep, name, i)
-        if first_store < 0:
-            first_store = writer
-        by = f" by {ix.op_label(writer)!r}" if writer >= 0 else ", never stored"
-        shown.append(f"[{', '.join(map(str, i))}] = {_num(got[i])} want {_num(want[i])}{by}")
-    message = (
-        f"tensor '{name}': {count} of {got.size} elements differ by more than {tolerance:g} "
-        f"(max error {_num(max_err)} at [{', '.join(str(int(x)) for x in worst)}]); first: "
-        + "; ".join(shown)
-    )
-    if first_store >= 0:
-        return max_err, _finding("mismatch", message, ix, first_store)
-    return max_err, _finding("mismatch", message)
-
-
-def _errors(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Per element ``|got - want| / max(1, |want|)`` in float64; NaN counts as infinite, equal
-    values (infinities too) as no error."""
-    g64 = got.astype(np.float64)
-    w64 = want.astype(np.float64)
-    with np.errstate(all="ignore"):
-        err = np.abs(g64 - w64) / np.maximum(1.0, np.abs(w64))
-    err[np.isnan(err)] = math.inf
-    err[(g64 == w64)] = 0.0  # equal infinities are no error
-    return err
-
-
-def _num(x: Any) -> str:
-    return f"{float(x):.6g}"
-
-
-def _writer(ix: ProgramIndex, rep: Replay, tensor: str, idx: tuple[int, ...]) -> int:
-    """The store that wrote element ``idx`` last in the replay (-1 if none)."""
-    best, best_end = -1, -1
-    for g in ix.gm_accesses:
-        if not g.write or g.tensor != tensor or len(idx) != 2:
-            continue
-        (r0, r1), (c0, c1) = g.region
-        if r0 <= idx[0] < r1 and c0 <= idx[1] < c1 and rep.end[g.gid] > best_end:
-            best, best_end = g.gid, rep.end[g.gid]
-    return best
-
-
-def diff(ix: ProgramIndex, name: str, a: np.ndarray, b: np.ndarray, what: str) -> Finding | None:
-    """A ``mismatch`` when two runs' tensors are not bit-identical (NaN equals NaN)."""
-    if a.shape == b.shape and np.array_equal(a, b, equal_nan=is_float(a.dtype)):
-        return None
-    if a.shape != b.shape:
-        return Finding("jitter", "mismatch", f"tensor '{name}' changes shape {what}")
-    eq = a == b
-    if is_float(a.dtype):
-        eq |= np.isnan(a) & np.isnan(b)
-    ne = ~eq
-    idx = [tuple(int(x) for x in i) for i in np.argwhere(ne)[:SHOW]]
-    shown = "; ".join(f"[{', '.join(map(str, i))}] = {_num(b[i])} instead of {_num(a[i])}" for i in idx)
-    return Finding(
-        "jitter",
-        "mismatch",
-        f"tensor '{name}': {int(ne.sum())} of {a.size} elements differ {what}: {shown}",
-    )

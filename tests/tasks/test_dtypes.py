@@ -27,7 +27,7 @@ from staticsched.frontend.taskgraph import (
 )
 from staticsched.model.dtypes import numpy_dtype
 from staticsched.verify import verify
-from staticsched.verify.numeric import DEFAULT_TOLERANCES
+from staticsched.verify.compare import DEFAULT_TOLERANCES
 
 DTYPES = ("float16", "bfloat16", "float32")
 CHIPS = ("seed-davinci", "ascend-a2")
