@@ -7,6 +7,11 @@ shape inference, constant folding, patterns, translation, the fusion rules for
 and task counts.
 
     python benchmarks/onnx_import_time.py [--repeat 5]
+    python benchmarks/onnx_import_time.py --chain 100000 --repeat 1   # a 10^5-node model
+
+``--chain N`` times a chain of ``N`` ``Relu`` nodes on a [16, 16] activation instead (a
+graph as long as a hostile model would make it: docs/onnx.md, "Hostile and broken models"),
+imported without and with ``seed-davinci``'s fusion rules, with the peak RSS of the process.
 """
 
 from __future__ import annotations
@@ -43,6 +48,38 @@ def hundred_nodes():
     return m
 
 
+def chain(n: int):
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x" if i == 0 else f"t{i - 1}"], [f"t{i}"], name=f"n{i}")
+             for i in range(n)]
+    nodes[-1].output[0] = "y"
+    io = [helper.make_tensor_value_info(v, TensorProto.FLOAT, [16, 16]) for v in ("x", "y")]
+    m = helper.make_model(helper.make_graph(nodes, "chain", io[:1], io[1:]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def _time_chain(n: int, repeat: int) -> None:
+    import resource
+
+    from staticsched.onnx import import_model
+
+    model = chain(n)
+    print("| model | hardware | nodes | tasks | import s (median) | peak RSS MiB |")
+    print("|---|---|---:|---:|---:|---:|")
+    for hw in (None, "seed-davinci"):
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            im = import_model(model, hw)
+            times.append(time.perf_counter() - t0)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"| chain of {n:,} Relu | {hw or 'none (unfused)'} | {n} | {len(im.graph.tasks)} | "
+              f"{statistics.median(times):.2f} | {peak:,.0f} |")
+
+
 def main() -> None:
     import onnx
 
@@ -51,7 +88,11 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--chain", type=int, default=0, help="time a chain of this many Relu nodes instead")
     args = ap.parse_args()
+    if args.chain:
+        _time_chain(args.chain, args.repeat)
+        return
     hw = load_hardware("seed-davinci")
     models = {"100 nodes (25 x MatMul/Add/Relu/Mul)": hundred_nodes()}
     for name in ("gpt_block", "bert_layer"):

@@ -21,6 +21,7 @@ faster kept.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 import attrs
@@ -189,9 +190,20 @@ def mapping(tg: TaskGraph, hw: Hardware) -> tuple[Balance, list[Mapped]]:
 
 
 def mapping_lines(tg: TaskGraph, hw: Hardware, origin: Mapping[str, str] | None = None) -> list[str]:
-    """The summary's mapping section."""
+    """The summary's mapping section: a line per task up to :data:`MAPPING_LINES`, then the
+    rest counted by kind and engine (a 10^5-node model would print 10^5 lines)."""
     bal, rows = mapping(tg, hw)
-    return [f"mapping      : {bal.line()}", *(f"  {m.line()}" for m in rows)]
+    shown, rest = rows[:MAPPING_LINES], rows[MAPPING_LINES:]
+    lines = [f"mapping      : {bal.line()}", *(f"  {m.line()}" for m in shown)]
+    if rest:
+        counts = Counter((m.kind, m.engine) for m in rest)
+        lines.append(f"  ... and {len(rest):,} more: " + ", ".join(
+            f"{n:,} {kind} -> {engine}" for (kind, engine), n in sorted(counts.items())))
+    return lines
+
+
+#: the tasks the summary's mapping section lists one by one
+MAPPING_LINES = 40
 
 
 def _vector_ok(task: object) -> bool:

@@ -335,6 +335,8 @@ def _check_writers(tasks: list[Task], where: str, pr: Problems) -> None:
 
 def _check_cycles(tasks: list[Task], where: str, pr: Problems) -> None:
     g = _task_dependencies(tasks)
+    if nx.is_directed_acyclic_graph(g):  # linear; find_cycle's edge DFS costs ~10x on 10^5 tasks
+        return
     try:
         cycle = nx.find_cycle(g)
     except nx.NetworkXNoCycle:

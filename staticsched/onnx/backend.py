@@ -11,6 +11,7 @@ model's dtype.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +34,11 @@ from staticsched.verify.execute import execute
 VERIFY_OPTIONS = ("jitter", "numeric")
 #: keys the ONNX test runner passes through ``prepare``'s options; they are its own
 RUNNER_OPTIONS = ("rtol", "atol")
+#: the import's options, with prepare's defaults
+IMPORT_OPTIONS = {"fusion": "rules", "mapping": "rules", "weights_nz": True, "dtype": "float16",
+                  "layouts": "rules"}
+
+_LOG = logging.getLogger(__name__)
 
 
 class VerificationFailed(StaticschedError):
@@ -123,11 +129,7 @@ class StaticschedBackend(Backend):
         checks = {"jitter": int(options.pop("jitter", 1)), "numeric": bool(options.pop("numeric", True))}
         for key in RUNNER_OPTIONS:
             options.pop(key, None)
-        imported = import_model(model, hw, fusion=str(options.pop("fusion", "rules")),
-                                mapping=str(options.pop("mapping", "rules")),
-                                weights_nz=bool(options.pop("weights_nz", True)),
-                                dtype=str(options.pop("dtype", "float16")),
-                                layouts=str(options.pop("layouts", "rules")))
+        imported = _import(model, hw, options)
         compiled = compile_graph(imported.graph, hw, **options)
         # what runs is what was emitted: the program's file text, read back
         program = loads_program(dumps_program_json(compiled.program), "<emitted program>")
@@ -136,6 +138,17 @@ class StaticschedBackend(Backend):
             raise VerificationFailed([f.line() for f in report.findings][:20])
         return StaticschedRep(imported, program, hw, report, compiled.schedule.makespan,
                               compiled.schedule.lower_bound)
+
+    @classmethod
+    def is_compatible(cls, model: Any, device: str = "CPU", **kwargs: Any) -> bool:
+        """Whether :meth:`prepare` can import ``model`` on ``device`` with these options (the
+        hardware ``hw`` and the import's); when not, the importer's reasons are logged (logger
+        ``staticsched.onnx.backend``, level INFO), so a harness can skip without catching
+        anything. Scheduling and verification are not tried."""
+        reasons = incompatibility(model, device, **kwargs)
+        for line in reasons:
+            _LOG.info("not compatible: %s", line)
+        return not reasons
 
     @classmethod
     def run_model(cls, model: Any, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[np.ndarray, ...]:
@@ -161,9 +174,32 @@ class StaticschedBackend(Backend):
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
-        return device in ("CPU", "cpu")
+        """True for ``"CPU"`` (the verifying executor runs there), False for any other device."""
+        return device == "CPU"
+
+
+def incompatibility(model: Any, device: str = "CPU", **options: Any) -> tuple[str, ...]:
+    """Why :meth:`StaticschedBackend.prepare` would refuse ``model`` before scheduling it, one
+    line per problem; empty when it imports (see :meth:`StaticschedBackend.is_compatible`)."""
+    if not StaticschedBackend.supports_device(device):
+        return (f"device {device!r}: staticsched runs on 'CPU' (its verifying executor)",)
+    try:
+        _import(model, load_hardware(options.pop("hw", "seed-davinci")), dict(options))
+    except StaticschedError as exc:
+        return tuple(exc.problems)
+    return ()
+
+
+def _import(model: Any, hw: Hardware, options: dict[str, Any]) -> Imported:
+    """The model's import with :data:`IMPORT_OPTIONS`' keys taken out of ``options``."""
+    chosen = {key: options.pop(key, default) for key, default in IMPORT_OPTIONS.items()}
+    return import_model(model, hw, fusion=str(chosen["fusion"]), mapping=str(chosen["mapping"]),
+                        weights_nz=bool(chosen["weights_nz"]), dtype=str(chosen["dtype"]),
+                        layouts=str(chosen["layouts"]))
 
 
 prepare = StaticschedBackend.prepare
 run_model = StaticschedBackend.run_model
+run_node = StaticschedBackend.run_node
+is_compatible = StaticschedBackend.is_compatible
 supports_device = StaticschedBackend.supports_device

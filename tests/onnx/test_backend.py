@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -174,3 +175,85 @@ def test_run_node_wraps_the_node_in_a_model():
     x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
     (y,) = StaticschedBackend.run_node(node, [x], method="list", jitter=0)
     np.testing.assert_allclose(y, np.maximum(x, 0), rtol=RTOL, atol=ATOL)
+
+
+# --------------------------------------------------------------------------- runner conventions
+
+
+def _one(op: str, shape, elem=TensorProto.FLOAT, **attrs):
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"], name="n", **attrs)], "one",
+                          [helper.make_tensor_value_info("x", elem, list(shape))],
+                          [helper.make_tensor_value_info("y", elem, list(shape))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_is_compatible_is_false_with_the_importers_reason_logged(caplog):
+    from staticsched.onnx import backend
+
+    assert backend.is_compatible(_mlp())
+    caplog.set_level(logging.INFO, logger="staticsched.onnx.backend")
+    assert not StaticschedBackend.is_compatible(_one("Relu", (4, 4), TensorProto.INT32))
+    assert not StaticschedBackend.is_compatible(_mlp(), device="CUDA")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["not compatible: input 'x': dtype int32 is not supported (float32 and float16 inputs "
+                     "are computed in float16)",
+                     "not compatible: device 'CUDA': staticsched runs on 'CPU' (its verifying executor)"]
+
+
+def test_onnx_runner_skips_an_incompatible_case_and_passes_a_supported_one():
+    """ONNX's own runner on the plain backend: for a model test it asks ``is_compatible`` and
+    skips without an exception reaching it (a node test it prepares directly); a supported case
+    runs and compares with the case's own tolerance."""
+    import unittest
+
+    import onnx.backend.test
+
+    runner = onnx.backend.test.BackendTest(StaticschedBackend, __name__)
+    runner.include(r"^test_(relu|sequence_model1)_cpu$")
+    result = unittest.TestResult()
+    runner.test_suite.run(result)
+    assert result.errors == [] and result.failures == []
+    ran = [(t.id().rsplit(".", 1)[-1], why) for t, why in result.skipped
+           if why != "no matched include pattern"]
+    assert ran == [("test_sequence_model1_cpu", "Not compatible with backend")]
+    assert len(result.skipped) == result.testsRun - 1  # test_relu_cpu ran and passed
+
+
+def test_supports_device_is_cpu_only():
+    assert StaticschedBackend.supports_device("CPU")
+    assert not any(StaticschedBackend.supports_device(d) for d in ("CUDA", "CUDA:0", "NPU", ""))
+
+
+@pytest.mark.parametrize("elem,dtype", [(TensorProto.FLOAT, np.float32), (TensorProto.FLOAT16, np.float16)])
+def test_outputs_keep_the_models_declared_dtype_and_shape(elem, dtype):
+    m = _one("Sigmoid", (2, 3, 8), elem)
+    x = np.linspace(-3, 3, 48).reshape(2, 3, 8).astype(dtype)
+    (y,) = StaticschedBackend.run_model(m, [x], method="list", jitter=0)
+    assert (y.dtype, y.shape) == (np.dtype(dtype), (2, 3, 8))
+    (want,) = ReferenceEvaluator(m).run(None, {"x": x})
+    np.testing.assert_allclose(y, want, rtol=RTOL, atol=ATOL)
+    (z,) = StaticschedBackend.run_node(m.graph.node[0], [x], method="list", jitter=0)
+    assert (z.dtype, z.shape) == (np.dtype(dtype), (2, 3, 8)) and np.array_equal(y, z)
+
+
+def test_nan_and_inf_come_out_where_the_reference_has_them():
+    """Sqrt of negatives, zero, +inf: NaN and inf where ONNX's reference has them, which
+    ``assert_allclose`` (ONNX's runner's comparison) counts as equal."""
+    m = _one("Sqrt", (2, 8))
+    x = np.array([[-4, -1, -0.0, 0, 0.25, 1, 4, np.inf]] * 2, np.float32)
+    (y,) = StaticschedBackend.run_model(m, [x], method="list", jitter=0)
+    with np.errstate(invalid="ignore"):
+        (want,) = ReferenceEvaluator(m).run(None, {"x": x})
+    assert np.array_equal(np.isnan(y), np.isnan(want)) and np.isnan(y).sum() == 4
+    np.testing.assert_allclose(y, want, rtol=RTOL, atol=ATOL)
+
+
+def test_a_float64_model_is_refused_in_one_line_that_says_to_cast_it():
+    from staticsched.errors import ModelError
+
+    with pytest.raises(ModelError) as err:
+        StaticschedBackend.prepare(_one("Relu", (4, 4), TensorProto.DOUBLE), method="list")
+    (line,) = err.value.problems
+    assert "'x', 'y' are float64" in line and line.endswith("cast the model to float32 first")

@@ -23,7 +23,7 @@ pytest.importorskip("onnx")
 import onnx.backend.test
 
 from staticsched.errors import ModelError
-from staticsched.onnx.backend import StaticschedBackend
+from staticsched.onnx.backend import StaticschedBackend, incompatibility
 
 #: fp16 compute of fp32 models (docs/onnx.md, "Tolerance"): every tensor is rounded to fp16
 #: (unit roundoff 2^-11) at the model's inputs and at every task's output; 2^-7 allows a chain
@@ -65,6 +65,15 @@ class ConformanceBackend(StaticschedBackend):
 
     #: the fast run's: the list method, no jittered replay (the slow module's: CP-SAT, 3)
     OPTIONS: ClassVar[dict[str, Any]] = {"method": "list", "jitter": 0}
+
+    @classmethod
+    def is_compatible(cls, model: Any, device: str = "CPU", **kwargs: Any) -> bool:
+        # the runner asks first; the skip carries the importer's reason, which
+        # benchmarks/onnx_conformance.py tabulates (the base class only logs it)
+        reasons = incompatibility(model, device, **{**cls.OPTIONS, **kwargs})
+        if reasons:
+            raise unittest.SkipTest("unsupported: " + "; ".join(reasons))
+        return True
 
     @classmethod
     def prepare(cls, model: Any, device: str = "CPU", **options: Any):  # type: ignore[override]
