@@ -36,7 +36,7 @@ class Compiled:
     program: Program = attrs.field(repr=False)
     plan: Any = attrs.field(repr=False)
     timings: tuple[tuple[str, float], ...] = attrs.field(converter=tuple, default=(), repr=False)
-    #: the program's nominal replay (:class:`staticsched.emit.build.Replayed`): its cycles
+    #: the program's nominal replay (:class:`staticsched.emit.nominal.Replayed`): its cycles
     replayed: Any = attrs.field(default=None, repr=False, eq=False)
 
     def explain(self) -> Any:
@@ -45,8 +45,8 @@ class Compiled:
         pipe's idle time per core type (:class:`staticsched.emit.explain.Explanation`)."""
         import json
 
-        from staticsched.emit.build import replay
         from staticsched.emit.explain import explain
+        from staticsched.emit.nominal import replay
 
         played = self.replayed if self.replayed is not None else replay(self.schedule, self.plan)
         source = self.schedule.graph.source

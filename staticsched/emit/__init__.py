@@ -6,7 +6,7 @@ Typical use::
     write_outputs("out", schedule, program, plan)
 """
 
-from staticsched.emit.build import build_program, finalize, replay_cycles
+from staticsched.emit.build import build_program, finalize
 from staticsched.emit.bundles import bundle_lines, dumps_bundles
 from staticsched.emit.files import (
     OUTPUT_FILES,
@@ -19,6 +19,7 @@ from staticsched.emit.files import (
     write_outputs,
 )
 from staticsched.emit.gantt import render_gantt
+from staticsched.emit.nominal import replay_cycles
 from staticsched.emit.summary import phase_table, summary_lines, tiling_lines
 from staticsched.emit.sync import Flag, PlanStream, SyncPlan, SyncStats, plan_sync, plan_timed
 from staticsched.emit.timetable import (

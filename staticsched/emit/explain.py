@@ -11,7 +11,7 @@ Three views of one program's nominal replay (what runs, not the solver's plan):
   attributed to a cause (:data:`CAUSES`), add up to the makespan exactly;
 - **idle time**: per core type and pipe, the cycles of the makespan the pipe does nothing.
 
-The replay is the emitter's (:func:`staticsched.emit.build.replay`); this module reads its
+The replay is the emitter's (:func:`staticsched.emit.nominal.replay`); this module reads its
 cycles and ends, the plan's streams and flags, and the graph's costs, and changes nothing.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from staticsched.emit.build import wait_holds
+from staticsched.emit.nominal import wait_holds
 from staticsched.emit.sync import Flag, SyncPlan
 from staticsched.model.links import op_transfers
 from staticsched.model.schedule import Schedule

@@ -197,7 +197,7 @@ def test_a_consumers_later_gm_word_waits_join_its_first_poll_when_their_words_ar
     # visible by the first poll into it; the program is no slower than the plan's own streams,
     # its moved WAITs still consume their flags (verified clean, numbers included)
     from staticsched.api import compile_graph
-    from staticsched.emit.build import replay, wait_holds
+    from staticsched.emit.nominal import replay, wait_holds
     from staticsched.emit.sync import plan_sync
     from staticsched.emit.sync.barriers import choose_barriers
     from staticsched.frontend.taskgraph import taskgraph_from_dict

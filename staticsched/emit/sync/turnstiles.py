@@ -2,7 +2,7 @@
 when the word is already visible as that run's polling load starts (design refinement 50).
 
 A run of GM-word WAITs in a row is one turnstile: one polling load reads every word of the
-run, and only the run's last WAIT pays ``gm_flag_poll`` (:func:`staticsched.emit.build.wait_holds`).
+run, and only the run's last WAIT pays ``gm_flag_poll`` (:func:`staticsched.emit.nominal.wait_holds`).
 A consumer that reads its inputs block by block (a matmul's K steps, each fed by another
 producer core) has a WAIT before each load, so each load paid its own poll: ``gpt_block``'s
 down projection waited 8 x 200 cycles for words stored long before. A WAIT moved up into the
@@ -34,7 +34,7 @@ def gather_turnstiles(hw: Hardware, plan: SyncPlan, played: Any,
     word is visible as that turnstile polls, the replay of the result, and how many moved
     (``plan``, ``played`` and 0 when none did, or when the result would be slower).
 
-    ``played`` is ``plan``'s nominal replay (:class:`staticsched.emit.build.Replayed`) and
+    ``played`` is ``plan``'s nominal replay (:class:`staticsched.emit.nominal.Replayed`) and
     ``replay`` replays a plan.
     """
     sync = hw.sync
