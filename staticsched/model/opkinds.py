@@ -23,7 +23,12 @@ work on the top-left ``rows x cols`` of their tiles, ``mmad`` computes
 ``C[:m, :n] (+)= A[:m, :k] @ B[:k, :n]``. Whatever lies outside an extent is left
 untouched (tail tiles are padded for the cube's cost, not zero-filled). An extent
 larger than an operand is an error (:func:`extent_problems`), never a silent clip.
+
+The semantics and the extent checks the table names are :mod:`staticsched.model.opsemantics`;
+the units and durations (the cost model's formulas, and the transfer a load, store or move
+makes) are here.
 """
+
 
 from __future__ import annotations
 
@@ -35,16 +40,25 @@ import attrs
 import numpy as np
 
 from staticsched.errors import InputError
-from staticsched.model import layouts, vecops
 from staticsched.model.attrcodec import op_value
-from staticsched.model.dtypes import as_float32
 from staticsched.model.dtypes import itemsize as _dtype_itemsize
 from staticsched.model.hardware import RATE_DENOM, Hardware, rate_cycles
 from staticsched.model.layouts import FRACTAL
+from staticsched.model.opsemantics import (
+    Region,
+    load_extents,
+    load_semantics,
+    mmad_extents,
+    mmad_semantics,
+    move_semantics,
+    rc_extents,
+    region_shape,
+    store_extents,
+    store_semantics,
+    vec_extents,
+    vec_semantics,
+)
 from staticsched.model.vecops import VECOPS
-
-Region = tuple[tuple[int, int], tuple[int, int]]
-
 
 
 @attrs.frozen
@@ -149,11 +163,6 @@ class OpKind:
 # --------------------------------------------------------------------------- helpers
 
 
-def region_shape(region: Region) -> tuple[int, int]:
-    (r0, r1), (c0, c1) = region
-    return (r1 - r0, c1 - c0)
-
-
 def region_bytes(region: Region, dtype: str) -> int:
     h, w = region_shape(region)
     return h * w * _dtype_itemsize(dtype)
@@ -178,139 +187,6 @@ def _need_vector(hw: Hardware):
     if hw.vector is None:
         raise InputError(f"hardware '{hw.name}' has no [vector] section; cannot lower vector ops")
     return hw.vector
-
-
-# --------------------------------------------------------------------------- semantics
-
-
-def _corner(array: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """The top-left ``rows x cols`` of a 2-D operand (of each, with a leading lanes axis:
-    :attr:`OpKind.lanes`); an extent that does not fit is an error (NumPy would silently clip
-    it)."""
-    if array.ndim not in (2, 3) or rows > array.shape[-2] or cols > array.shape[-1] or rows < 1 or cols < 1:
-        raise ValueError(f"extent {rows}x{cols} does not fit an operand of shape {list(array.shape)}")
-    return array[..., :rows, :cols]
-
-
-def _load_sem(a, reads, writes, gm):
-    # the region in the layout the load claims: the tensor's own, or scrambled bytes
-    block = layouts.read(gm[a["tensor"]], a["region"], a.get("nz", False))
-    transpose = a.get("transpose", False)
-    if transpose:
-        block = block.T
-    dst = writes[0]
-    # the assignment copies: a copy first only to transpose, which NumPy does 5x faster as an
-    # F-ordered copy (astype keeps the view's layout) than as a strided assignment
-    _corner(dst, *block.shape)[...] = block.astype(dst.dtype, copy=bool(transpose))
-
-
-def _move_sem(a, reads, writes, gm):
-    r, c = a["rows"], a["cols"]
-    # no copy when the dtypes match: the assignment copies (NumPy buffers overlapping operands)
-    _corner(writes[0], r, c)[...] = _corner(reads[0], r, c).astype(writes[0].dtype, copy=False)
-
-
-def _mmad_sem(a, reads, writes, gm):
-    m, n, k = a["m"], a["n"], a["k"]
-    acc = as_float32(_corner(reads[0], m, k)) @ as_float32(_corner(reads[1], k, n))
-    c = _corner(writes[0], m, n)
-    if a.get("init", True):
-        c[...] = acc
-    else:
-        c += acc
-
-
-def _vec_sem(a, reads, writes, gm):
-    vop = VECOPS[a["op"]]
-    r, c = a["rows"], a["cols"]
-    # the op fixes its operands' extents from their forms (full, row, col)
-    forms = vop.forms(len(reads))
-    args = [as_float32(_corner(x, *vecops.extent(f, r, c))) for x, f in zip(reads, forms, strict=True)]
-    out = vop.apply(args, a)
-    _corner(writes[0], *vecops.extent(vop.out, r, c))[...] = out.astype(writes[0].dtype)
-
-
-def _store_sem(a, reads, writes, gm):
-    (r0, r1), (c0, c1) = a["region"]
-    src = _corner(reads[0], r1 - r0, c1 - c0)
-    target = gm[a["tensor"]]
-    layouts.write(target, a["region"], src.astype(target.dtype), a.get("nz", False))
-
-
-# --------------------------------------------------------------------------- extents
-
-
-def _fits(what: str, shape: ItemShape, rows: int, cols: int) -> list[str]:
-    if not shape.typed:
-        return []
-    if rows > shape.shape[0] or cols > shape.shape[1]:
-        return [f"{what} {rows}x{cols} does not fit its {shape.shape[0]}x{shape.shape[1]} tile"]
-    return []
-
-
-def _positive(a: Mapping[str, Any], names: Sequence[str]) -> list[str]:
-    return [f"'{x}' must be >= 1, got {a[x]}" for x in names if x in a and a[x] < 1]
-
-
-def _load_ext(a, reads, writes):
-    if "region" not in a or not writes:
-        return []
-    h, w = region_shape(a["region"])
-    if a.get("transpose", False):
-        h, w = w, h
-    return _fits("the loaded region", writes[0], h, w)
-
-
-def _rc_ext(a, reads, writes):
-    out = _positive(a, ("rows", "cols"))
-    if out or "rows" not in a or "cols" not in a:
-        return out
-    for role, sh in (("source", reads[:1]), ("destination", writes[:1])):
-        for x in sh:
-            out += _fits(f"the {role} extent", x, a["rows"], a["cols"])
-    return out
-
-
-def _vec_ext(a, reads, writes):
-    out = _positive(a, ("rows", "cols"))
-    vop = VECOPS.get(a.get("op", ""))
-    if out or "rows" not in a or "cols" not in a or vop is None:
-        return out
-    lo, hi = vop.arity, vop.max_reads()
-    if not lo <= len(reads) <= hi:
-        want = f"{lo}" if lo == hi else f"{lo} or {hi}"
-        return [f"vec op '{vop.name}' takes {want} operand(s), got {len(reads)}"]
-    r, c = a["rows"], a["cols"]
-    forms = vop.forms(len(reads))
-    for x in reads[:1]:
-        out += _fits("the source extent", x, *vecops.extent(forms[0], r, c))
-    for x in writes[:1]:
-        out += _fits("the destination extent", x, *vecops.extent(vop.out, r, c))
-    if not out:
-        for x, form, nth in zip(reads[1:], forms[1:], ("second", "third"), strict=False):
-            out += _fits(f"the {nth} operand's extent", x, *vecops.extent(form, r, c))
-    return out
-
-
-def _mmad_ext(a, reads, writes):
-    out = _positive(a, ("m", "n", "k"))
-    if out or not all(x in a for x in ("m", "n", "k")):
-        return out
-    m, n, k = a["m"], a["n"], a["k"]
-    for what, sh, rows, cols in (
-        ("A extent", reads[:1], m, k),
-        ("B extent", reads[1:2], k, n),
-        ("C extent", writes[:1], m, n),
-    ):
-        for x in sh:
-            out += _fits(f"the {what}", x, rows, cols)
-    return out
-
-
-def _store_ext(a, reads, writes):
-    if "region" not in a or not reads:
-        return []
-    return _fits("the stored region", reads[0], *region_shape(a["region"]))
 
 
 def extent_problems(
@@ -441,8 +317,8 @@ KINDS: dict[str, OpKind] = {
             "LOAD",
             unit=partial(_transfer_unit, kind="load"),
             duration=partial(_transfer_dur, kind="load"),
-            semantics=_load_sem,
-            extents=_load_ext,
+            semantics=load_semantics,
+            extents=load_extents,
             defaults=(("transpose", False), ("space", ""), ("rate", 0.0), ("nd2nz", False), ("stride", 0),
                       ("nz", False)),
         ),
@@ -455,8 +331,8 @@ KINDS: dict[str, OpKind] = {
             "MOVE",
             unit=partial(_transfer_unit, kind="move"),
             duration=partial(_transfer_dur, kind="move"),
-            semantics=_move_sem,
-            extents=_rc_ext,
+            semantics=move_semantics,
+            extents=rc_extents,
             defaults=(("rate", 0.0),),
             lanes=True,
         ),
@@ -469,8 +345,8 @@ KINDS: dict[str, OpKind] = {
             "MMAD",
             unit=lambda hw, a, r, w: _need_cube(hw).unit,
             duration=_mmad_dur,
-            semantics=_mmad_sem,
-            extents=_mmad_ext,
+            semantics=mmad_semantics,
+            extents=mmad_extents,
             defaults=(("init", True),),
             init="init",
             lanes=True,
@@ -484,8 +360,8 @@ KINDS: dict[str, OpKind] = {
             "FIXPIPE",
             unit=partial(_transfer_unit, kind="fixpipe"),
             duration=partial(_transfer_dur, kind="fixpipe"),
-            semantics=_move_sem,
-            extents=_rc_ext,
+            semantics=move_semantics,
+            extents=rc_extents,
             defaults=(("rate", 0.0),),
             lanes=True,
         ),
@@ -505,8 +381,8 @@ KINDS: dict[str, OpKind] = {
             "VEC",
             unit=lambda hw, a, r, w: _need_vector(hw).unit,
             duration=_vec_dur,
-            semantics=_vec_sem,
-            extents=_vec_ext,
+            semantics=vec_semantics,
+            extents=vec_extents,
             defaults=(("scalar", 0.0), ("row0", 0), ("col0", 0)),
             optional_reads=1,
         ),
@@ -519,8 +395,8 @@ KINDS: dict[str, OpKind] = {
             "STORE",
             unit=partial(_transfer_unit, kind="store"),
             duration=partial(_transfer_dur, kind="store"),
-            semantics=_store_sem,
-            extents=_store_ext,
+            semantics=store_semantics,
+            extents=store_extents,
             defaults=(("space", ""), ("rate", 0.0), ("nz", False)),
         ),
     )

@@ -14,7 +14,8 @@ from typing import Any
 
 from staticsched.model.hardware import DTYPE_BYTES, Hardware
 from staticsched.model.opgraph import Item, Op, Tensor
-from staticsched.model.opkinds import KINDS, ItemShape, Region, shape_key
+from staticsched.model.opkinds import KINDS, ItemShape, shape_key
+from staticsched.model.opsemantics import Region
 
 FP16 = "float16"
 FP32 = "float32"
