@@ -36,6 +36,8 @@ flags        lp          330: 0.36                          gemv_m1, pipeline_fl
 disjunctive  interleave  100: 0.25, 225: 0.23, 600: 0.19    ft10 ta01 ta41, 1 and 2 workers
 memory       interleave  300: 0.157                         pipeline_100
 flags        interleave  330: 0.344                         gemv_m1, pipeline_flags
+memory       scratch     120: 0.25, 400: 0.205              fragmented_30_7 ... fragmented_100_7
+flags        scratch     120: 0.14, 400: 0.014              fragmented_flags_30_1 ... _100_3
 window       lp          90: 0.075                          LNS windows of WINDOW_SET
 ===========  ==========  =================================  =====================================
 
@@ -75,6 +77,7 @@ from jssp import INSTANCES as JOBSHOPS  # noqa: E402
 from jssp import load_jobshop  # noqa: E402
 from peer_cpsat import peer_solve  # noqa: E402
 
+from benchmarks import synthetic  # noqa: E402
 from benchmarks.synthetic import tile_pipeline  # noqa: E402
 from staticsched.model.hardware import Hardware  # noqa: E402
 from staticsched.model.hardware_toml import load_hardware  # noqa: E402
@@ -296,6 +299,10 @@ CALIBRATION_SETS = {
     ("disjunctive", "interleave"): ["ft10", "ta01", "ta41"],
     ("memory", "interleave"): ["pipeline_100"],
     ("flags", "interleave"): ["gemv_m1", "pipeline_flags"],
+    # stuck on memory with nothing to relax: the rescue from scratch (synthetic.fragmented_pipeline)
+    ("memory", "scratch"): ["fragmented_30_7", "fragmented_30_10", "fragmented_100_3", "fragmented_100_7"],
+    ("flags", "scratch"): ["fragmented_flags_30_1", "fragmented_flags_30_3", "fragmented_flags_30_5",
+                           "fragmented_flags_100_0", "fragmented_flags_100_2", "fragmented_flags_100_3"],
 }
 #: problems whose LNS windows calibrate the per-window charge
 WINDOW_SET = ["pipeline_100", "gemv_m1", "pipeline_1000", "gemm_1core", "pipeline_5000"]
@@ -306,6 +313,10 @@ def _calibration_model(name: str) -> tuple[OpGraph, Hardware]:
         return jobshop(name)
     if name == "pipeline_300":
         return tile_pipeline(300)
+    if name.startswith("fragmented_"):
+        *_, n, seed = name.split("_")
+        ids = {"event_ids": 1, "flag_latency": 1} if "flags" in name else {}
+        return synthetic.fragmented_pipeline(int(n), int(seed), **ids)
     if name == "pipeline_flags":
         # one event id per pipe pair and a flag latency: the event-id pools bind
         return tile_pipeline(100, event_ids=1, flag_latency=1)
@@ -343,14 +354,22 @@ def calibrate(args: argparse.Namespace) -> None:
                 shape = Shape.of(prob)
                 hinted = plan(shape)[0].hinted
                 w0, c0 = time.monotonic(), _cpu()
-                cp = solve_cpsat(prob, tt, lb, det_limit=det, wall_limit=1e9, seed=args.seed,
-                                 workers=workers, search=search, use_hint=hinted, strong=True)
+                if search == "scratch":  # the rescue's own call: unhinted, to its first schedule
+                    from staticsched.solver.families.links import fix_rates
+                    from staticsched.solver.rescue import _rescue
+
+                    hinted = False
+                    cp = _rescue(fix_rates(prob, ()), None, lb, det, 1e9, args.seed)
+                else:
+                    cp = solve_cpsat(prob, tt, lb, det_limit=det, wall_limit=1e9, seed=args.seed,
+                                     workers=workers, search=search, use_hint=hinted, strong=True)
                 wall, cpu = time.monotonic() - w0, _cpu() - c0
                 rate = cp.det_time / max(cpu / workers, 1e-9)
                 table.add(
                     shape.family, search, workers, name, prob.n, f"{cp.det_time:.2f}", f"{wall:.1f}",
                     f"{cpu:.1f}", f"{rate:.3f}",
-                    f"{cp.status} {cp.objective} (list {tt.makespan}, {'hinted' if hinted else 'unhinted'})",
+                    f"{cp.status} {cp.objective} (list {getattr(tt, 'makespan', 'stuck')}, "
+                    f"{'hinted' if hinted else 'unhinted'})",
                 )
     table.close()
 

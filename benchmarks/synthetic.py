@@ -61,3 +61,30 @@ def job_shop(jobs: Sequence[Sequence[tuple[int, int]]]) -> tuple[OpGraph, Hardwa
         SyncModel(event_ids=64, flag_latency=0),
     )
     return OpGraph([], ops), hw
+
+
+def fragmented_pipeline(n: int, seed: int = 0, *, l1: int = 4096, event_ids: int = 8,
+                        flag_latency: int = 0) -> tuple[OpGraph, Hardware]:
+    """Two loads of mixed sizes (512 to 2,048 B) per compute in an L1 of ``l1`` bytes, some
+    computes depending on earlier ones: first-fit placement in allocation order leaves holes
+    that the next item does not fit, so the list scheduler gets stuck on memory and, without
+    event ids to relax, only CP-SAT's rescue from scratch goes on (``staticsched.solver.rescue``).
+    With ``event_ids=1`` and a ``flag_latency`` the event-id pools bind too (the ``flags``
+    family).
+    """
+    rng = random.Random(seed)
+    sizes = (512, 1024, 1536, 2048)
+    items, ops = [], []
+    for i in range(n):
+        items += [Item(f"a{i}", "L1", rng.choice(sizes)), Item(f"b{i}", "L1", rng.choice(sizes)),
+                  Item(f"o{i}", "UB", 1024)]
+        ops.append(Op(f"la{i}", "DMA", rng.randint(5, 50), writes=[f"a{i}"]))
+        ops.append(Op(f"lb{i}", "DMA2", rng.randint(5, 50), writes=[f"b{i}"]))
+        deps = [f"mm{rng.randrange(i)}"] if i and rng.random() < 0.3 else []
+        ops.append(Op(f"mm{i}", "CUBE", rng.randint(20, 80), reads=[f"a{i}", f"b{i}"], writes=[f"o{i}"],
+                      deps=deps))
+        ops.append(Op(f"st{i}", "OUT", rng.randint(5, 30), reads=[f"o{i}"]))
+    hw = Hardware("fragmented", 1, [Unit("DMA"), Unit("DMA2"), Unit("CUBE"), Unit("OUT")],
+                  [Space("GM", 0), Space("L1", l1, 32), Space("UB", 2048, 32)],
+                  SyncModel(event_ids=event_ids, flag_latency=flag_latency))
+    return OpGraph(items, ops), hw

@@ -108,8 +108,10 @@ class Shape:
 #: ``"lp"`` is one worker with CP-SAT's default search (LP relaxation on, strong no-overlap
 #: propagation); ``"interleave"`` the deterministic portfolio, per worker (with ``w`` workers
 #: it advances ``w ** WORKER_EXPONENT`` times as fast per wall second); ``"window"`` an LNS
-#: window model. Measured on a 2-core machine with OR-Tools 9.15 by
-#: ``python benchmarks/solver.py --calibrate`` (table in docs/design.md, refinement 12).
+#: window model; ``"scratch"`` CP-SAT's rescue from scratch (families that can get stuck only:
+#: a disjunctive problem has no memory or ids to be stuck on). Measured on a 2-core machine
+#: with OR-Tools 9.15 by ``python benchmarks/solver.py --calibrate`` (table in docs/design.md,
+#: refinement 12).
 CALIBRATION: dict[tuple[str, str], tuple[tuple[int, float], ...]] = {
     ("disjunctive", "lp"): ((100, 0.22), (300, 0.20), (1000, 0.13)),
     ("memory", "lp"): ((300, 0.14),),
@@ -118,6 +120,13 @@ CALIBRATION: dict[tuple[str, str], tuple[tuple[int, float], ...]] = {
     ("memory", "interleave"): ((300, 0.157),),
     ("flags", "interleave"): ((330, 0.344),),
     ("window", "lp"): ((90, 0.075),),
+    # the rescue from scratch (no hint, first schedule wanted: rescue._rescue) on problems the
+    # list scheduler got stuck on memory with no relaxed schedule behind (benchmarks/synthetic.py
+    # fragmented_pipeline): the lowest rate seen per size, since it varied 10x between models of
+    # one size (flags at 400 ops: 0.014 to 0.19); with the interleave rate it overran its
+    # seconds up to 2.6x (0.127 measured against 0.344 on a 1,500-op flags problem)
+    ("memory", "scratch"): ((120, 0.25), (400, 0.205)),
+    ("flags", "scratch"): ((120, 0.14), (400, 0.014)),
 }
 #: CPU seconds of one LNS window beyond CP-SAT's deterministic time: ``WINDOW_BASE +
 #: WINDOW_PER_OP * problem ops`` of the LNS's own Python work (finding the window's

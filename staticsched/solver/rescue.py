@@ -34,7 +34,7 @@ import time
 
 import attrs
 
-from staticsched.solver.budget import Clock, Shape, det_rate, spent_seconds
+from staticsched.solver.budget import CALIBRATION, Clock, Shape, det_rate, spent_seconds
 from staticsched.solver.cpmodel import CpResult, naive_horizon, solve_cpsat
 from staticsched.solver.families.links import fix_rates, rates_of
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
@@ -80,7 +80,12 @@ def unstick(prob: Problem, stuck: Stuck, lower: int, clock: Clock, seed: int, ta
             return Unstuck(behind, loose, relaxed=True)
         return Unstuck(stuck, prob)
     t0 = time.monotonic()
-    rate = det_rate(Shape.of(prob).family, "interleave", prob.n)
+    # from scratch CP-SAT advances its deterministic time far slower per second than when
+    # hinted: its own calibration keeps the rescue within its seconds (budget.CALIBRATION)
+    # (a disjunctive problem has nothing to be stuck on, so it has no scratch point)
+    family = Shape.of(prob).family
+    scratch = behind is None and (family, "scratch") in CALIBRATION
+    rate = det_rate(family, "scratch" if scratch else "interleave", prob.n)
     seconds = clock.seconds * (RESCUE_SHARE if behind is not None else 1.0)
     fixed = fix_rates(prob, ())  # CP-SAT schedules transfers at fixed rates: the most allowed
     cp = _rescue(fixed, behind, lower, clock.det_limit(rate, seconds),

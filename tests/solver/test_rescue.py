@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import functools
 
-from common import BENCHMARKS, preset
+import pytest
+from common import BENCHMARKS, examples, preset
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
+from benchmarks import synthetic
 from staticsched.frontend.taskgraph import load_graph
 from staticsched.pipeline import as_opgraph
 from staticsched.solver import build_problems
 from staticsched.solver.bounds import lower_bound
-from staticsched.solver.budget import Clock
+from staticsched.solver.budget import Clock, Shape, det_rate
 from staticsched.solver.feasibility import model_violations
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
 from staticsched.solver.problem import Problem, relax_event_budgets
@@ -81,3 +85,31 @@ def test_the_rescue_is_the_searchs_time_and_reproducible():
     # under CP-SAT the phases get what the rescue left: in all, no more than the grant
     c = solve_problem(prob, "cpsat", clock, 0)
     assert c.makespan <= a.makespan and c.spent <= 2.0 * 1.05
+
+
+@pytest.mark.parametrize("ids", [(8, 0), (1, 1)], ids=["memory", "flags"])
+@settings(max_examples=examples(2), deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_a_rescue_from_scratch_keeps_to_its_own_calibration(ids, seed):
+    """A drawn problem stuck on memory, with no relaxed schedule behind it: the rescue runs
+    from scratch on the ``"scratch"`` rate of its family (CP-SAT advances far slower unhinted),
+    so its deterministic budget is the seconds at that rate, and what it is charged stays
+    within the seconds (with the interleave rate it overran them up to 2.6x)."""
+    event_ids, latency = ids
+    graph, hw = synthetic.fragmented_pipeline(30, seed, event_ids=event_ids, flag_latency=latency)
+    (prob, _), = build_problems(graph, hw)
+    stuck = list_schedule(prob)
+    assume(isinstance(stuck, Stuck) and stuck.kind == "memory")
+    seconds = 2.0
+    clock = Clock("deterministic", seconds, 1e9).start()
+    out = unstick(prob, stuck, lower_bound(prob).value, clock, seed=0, target=0)
+    assert not out.relaxed and out.prob is prob
+    family = Shape.of(prob).family
+    budget = clock.det_limit(det_rate(family, "scratch", prob.n), seconds)
+    assert budget < clock.det_limit(det_rate(family, "interleave", prob.n), seconds) or family == "memory"
+    assert 0 < out.det_time <= budget * 1.05 + 0.01, (out.det_time, budget)  # CP-SAT's last step
+    assert out.spent <= seconds * 1.05
+    if isinstance(out.found, Timetable):
+        assert model_violations(prob, out.found.starts, out.found.offsets) == []
+    else:
+        assert out.found.proof in ("unknown", "infeasible")
