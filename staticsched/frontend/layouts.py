@@ -213,6 +213,7 @@ def _with_reformats(tg: TaskGraph, inputs: Sequence[str]) -> TaskGraph:
 
     doc = taskgraph_to_dict(tg, constants="")
     doc.pop("constants", None)
+    copies = []
     for name in inputs:
         copy = name + NZ_COPY
         doc["tensors"][copy] = {**doc["tensors"][name], "layout": "NZ"}
@@ -222,8 +223,10 @@ def _with_reformats(tg: TaskGraph, inputs: Sequence[str]) -> TaskGraph:
                 for key in ("a", "b", "q", "k", "v"):
                     if body.get(key) == name:
                         body[key] = copy
-        doc["tasks"].insert(0, {"id": f"layout/{name}", "type": "elementwise", "op": "copy",
-                                "inputs": [name], "out": copy})
+        copies.append({"id": f"layout/{name}", "type": "elementwise", "op": "copy", "inputs": [name],
+                       "out": copy})
+    # after the loop: the zip above pairs the graph's tasks with the document's, one to one
+    doc["tasks"][:0] = copies
     out = taskgraph_from_dict(doc, "<layouts>")
     return TaskGraph(out.tensors, out.tasks, tg.constants)
 

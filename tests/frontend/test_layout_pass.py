@@ -95,6 +95,22 @@ def test_a_misaligned_input_the_cube_reads_often_gets_an_aiv_reformat_task():
     assert "x [128x1000] input: ND" in text and "an AIV reformat task (layout/x" in text
 
 
+def test_two_misaligned_inputs_each_get_their_reformat_task():
+    # x [128, 1000] and z [128, 1000], each read by four N blocks of its own matmul: both copies
+    # are made (the second once met the first's task in the document: an internal error)
+    doc = _chain(k=1000, n=512)
+    doc["tensors"].update({"z": {"shape": [128, 1000]}, "w3": {"shape": [1000, 512]},
+                           "g": {"shape": [128, 512]}})
+    doc["tasks"].append({"id": "side", "type": "matmul", "a": "z", "b": "w3", "out": "g"})
+    out = assign_layouts(taskgraph_from_dict(doc), A2, fixed=["x", "y", "z", "g"])
+    assert sorted(d.reformat for d in out.decisions if d.reformat) == ["layout/x", "layout/z"]
+    by_id = {t.id: t for t in out.graph.tasks}
+    assert by_id["up"].a == "x" + NZ_COPY and by_id["side"].a == "z" + NZ_COPY
+    assert {by_id["layout/x"].out, by_id["layout/z"].out} == {"x" + NZ_COPY, "z" + NZ_COPY}
+    c = compile_graph(out.graph, A2, method="list")
+    assert verify(c.program, A2, jitter=0, numeric=True).ok
+
+
 def test_search_checks_the_rules_by_scheduling():
     seen = []
 
