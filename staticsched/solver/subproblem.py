@@ -126,7 +126,15 @@ def solve_problem(
         exact = model_is_exact(prob)
         found = list_schedule(prob, enough=target)
     if start is not None and (isinstance(found, Stuck) or start.makespan < found.makespan):
-        found = start
+        # a start from another problem (a static split's timetable for the chip's) may break
+        # this one's event-id pools: the search would keep the breach in every window it
+        # does not reopen and its result would be dropped, so only a start this model accepts
+        broken = model_violations(prob, start.starts, start.offsets)
+        if not broken:
+            found = start
+        elif progress is not None:
+            progress(f"{label}the start timetable breaks this problem ({broken[0]}); "
+                     "searching from its own list schedule")
     relaxed, rescue = False, None
     # the search starts here: the time limit bounds what follows, up to normalisation
     t_search = time.monotonic()
