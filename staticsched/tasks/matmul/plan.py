@@ -262,6 +262,7 @@ class MatmulPlan(SpanGrid):
         pad_n = [round_up(ns[1] - ns[0], fn) for _, _, ns in grid[0]]
         l0c = [[em.item(f"{p[i][j]}.l0c", "accumulator", FP32, (pad_m[i], pad_n[j]))
                 for j in range(len(grid[0]))] for i in range(len(grid))]
+
         def load_b(s: int) -> list[str]:
             k0, k1 = k_spans[s]
             pk = round_up(k1 - k0, fk)
@@ -276,13 +277,13 @@ class MatmulPlan(SpanGrid):
                     em.load(f"{q}.load_b", core, tiles[j], task.b, ((b_off + k0, b_off + k1), (n0, n1)))
             return tiles
 
-        ahead = self._prefetch(em, len(grid), len(grid[0]))
+        ahead = self._prefetch(em, len(grid), len(grid[0]), fractal)
         loaded_b: dict[int, list[str]] = {}
         for s, (k0, k1) in enumerate(k_spans):
             pk, depth = round_up(k1 - k0, fk), k1 - k0
             # B's tiles of the next ``ahead`` K steps come before A's of this one in program
             # order (the memory allocation order): they wait for no earlier task
-            for t in range(s, min(s + ahead, len(k_spans)) if ahead else s):
+            for t in range(s, min(s + ahead, len(k_spans))):
                 if t not in loaded_b:
                     loaded_b[t] = load_b(t)
             l1a = []
@@ -311,7 +312,7 @@ class MatmulPlan(SpanGrid):
         return [self._epilogue(em, p[i][j], core, ms, ns, offs, l0c[i][j], (pad_m[i], pad_n[j]))
                 for i, row in enumerate(grid) for j, (_, ms, ns) in enumerate(row)]
 
-    def _prefetch(self, em: Builder, rows: int, cols: int) -> int:
+    def _prefetch(self, em: Builder, rows: int, cols: int, fractal: tuple[int, int, int]) -> int:
         """How many K steps' B tiles a group of ``rows x cols`` blocks loads ahead of the A
         tiles of the step it is in (0: none; A's first, as the plain order has it).
 
@@ -333,14 +334,13 @@ class MatmulPlan(SpanGrid):
         task, t = self.task, self.tiling
         if not em.hw.split or task.b in em.stores or task.a not in em.stores:
             return 0
-        fm, fn, fk = em.hw.cube.fractal if em.hw.cube else (1, 1, 1)
+        fm, fn, fk = fractal
         pk = round_up(t.base_k, fk)
         tile = max(round_up(t.base_m, fm) * pk, pk * round_up(t.base_n, fn)) * task.elem_bytes
         space = em.hw.space(em.space("operand"))
         slots = min(space.capacity // tile, em.hw.sync.event_ids) if space.capacity else em.hw.sync.event_ids
-        steps = len(self.k_spans)
         ahead = (slots - rows) // cols
-        return min(ahead, steps) if ahead > 1 else 0
+        return min(ahead, len(self.k_spans)) if ahead > 1 else 0
 
     def _epilogue(self, em: Builder, p: str, core: int, ms: tuple[int, int], ns: tuple[int, int],
                   offs: tuple[int, int, int], l0c: str, pads: tuple[int, int]) -> EpilogueTile:
