@@ -160,7 +160,6 @@ def compile_graph(
     bad = option_problems(method=method, mode=mode, time_limit=time_limit, workers=workers, gap=gap)
     if bad:
         raise InputError(bad)
-    from staticsched.emit.build import finalize_replayed
     from staticsched.solver import solve
 
     rep = as_progress(progress)
@@ -171,11 +170,49 @@ def compile_graph(
             og = as_opgraph(graph, hw, op_budget=op_budget)
         with rep.phase("solve"):
             # without flags (timed mode) the event-id budgets constrain nothing
-            raw = solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
-                        progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags",
-                        time_mode="wall" if wall_clock else "deterministic", link_policy=link_policy,
-                        gap=gap)
+            cands: list[tuple[str, Schedule]] = []
+            solve(og, hw, method=method, time_limit=time_limit, seed=seed, workers=workers,
+                  progress=lambda line: rep.line(f"  {line}"), event_budgets=mode == "flags",
+                  time_mode="wall" if wall_clock else "deterministic", link_policy=link_policy,
+                  gap=gap, on_candidates=cands.extend)
         if on_solved is not None:
             on_solved(og)
-        final, program, plan, played = finalize_replayed(raw, mode=mode, progress=rep, on_final=on_final)
+        final, program, plan, played = _finalized(cands, mode, rep, on_final)
     return Compiled(og, final, program, plan, rep.timings[done:], played)
+
+
+def _finalized(cands: Sequence[tuple[str, Schedule]], mode: str, rep: Progress,
+               on_final: Callable[[Schedule, Any], Any] | None) -> tuple[Schedule, Program, Any, Any]:
+    """The program of the solver's timetable, the first of ``cands``; or, when the sync
+    planner runs short of event ids on it and falls back to the baton, whichever candidate's
+    program runs fastest (ties: the solver's order). The solver counts flag lifetimes in time,
+    a relaxation of the planner's need that an id's WAIT be ordered before its next SET, so
+    one timetable can run short where another does not; a baton program runs above its plan
+    (bert_wide_layer on seed-davinci: the coupled search's program 75,225, the equal split's
+    70,143)."""
+    from staticsched.emit.build import finalize_replayed, planned_flags
+    from staticsched.progress import silent
+
+    name, raw = cands[0]
+    if mode != "flags" or len(cands) == 1:
+        return finalize_replayed(raw, mode=mode, progress=rep, on_final=on_final)
+    plan = planned_flags(raw, rep)
+    if not plan.stats.fallback:
+        return finalize_replayed(raw, mode=mode, progress=rep, on_final=on_final, plan=plan)
+    with rep.phase("compare programs"):
+        built = [finalize_replayed(raw, mode=mode, plan=plan)]
+        built += [finalize_replayed(sch, mode=mode, progress=silent()) for _, sch in cands[1:]]
+        spans = [b[0].makespan for b in built]
+        k = min(range(len(built)), key=lambda i: (spans[i], i))
+        listed = ", ".join(f"{n} {m}{' (baton)' if b[2].stats.fallback else ''}"
+                           for (n, _), m, b in zip(cands, spans, built, strict=True))
+        line = (f"the {name}'s flags ran short of event ids; programs compared: {listed}; "
+                f"kept the {cands[k][0]}")
+        rep.line(f"  links: {line}")
+    final, program, plan, played = built[k]
+    stats = dict(final.stats)
+    stats["links"] = f"{stats['links']}; {line}" if stats.get("links") else line
+    final = attrs.evolve(final, stats=stats)
+    if on_final is not None:
+        on_final(final, plan)
+    return final, program, plan, played

@@ -264,9 +264,20 @@ def finalize(
     return final, program, plan
 
 
+def planned_flags(schedule: Schedule, progress: Progress) -> SyncPlan:
+    """The flags program's sync plan of ``schedule``, as the ``plan sync`` phase of
+    ``progress`` (which says when event ids ran short and the baton plan stands in)."""
+    with progress.phase("plan sync"):
+        plan = plan_sync(schedule, progress=progress)
+        if plan.stats.fallback:
+            progress.line(f"  event ids ran short ({plan.stats.fallback}); planned one baton of flags "
+                          "per group of cores instead (one id per pool, consumers re-timed)")
+    return plan
+
+
 def finalize_replayed(
     schedule: Schedule, mode: str = "flags", progress: Progress | None = None,
-    on_final: Callable[[Schedule, SyncPlan], Any] | None = None,
+    on_final: Callable[[Schedule, SyncPlan], Any] | None = None, plan: SyncPlan | None = None,
 ) -> tuple[Schedule, Program, SyncPlan, Replayed]:
     """Plan sync, build the program and time it: the last step before writing files.
 
@@ -283,6 +294,8 @@ def finalize_replayed(
     on_final : callable, optional
         Called with the schedule returned and the plan as soon as they are known, before the
         program is built (the CLI starts rendering the files that need no program there).
+    plan : SyncPlan, optional
+        ``schedule``'s flags sync plan (:func:`planned_flags`) when the caller has it already.
 
     Returns
     -------
@@ -312,11 +325,8 @@ def finalize_replayed(
                 on_final(timed, plan)
             played = _timing(timed, plan)
             return timed, _program(timed, plan, played, "timed"), plan, played
-    with rep.phase("plan sync"):
-        plan = plan_sync(schedule, progress=rep)
-        if plan.stats.fallback:
-            rep.line(f"  event ids ran short ({plan.stats.fallback}); planned one baton of flags "
-                     "per group of cores instead (one id per pool, consumers re-timed)")
+    if plan is None:
+        plan = planned_flags(schedule, rep)
     with rep.phase("build program"):
         played = replay(schedule, plan)
         barred, replayed, choices = choose_barriers(

@@ -59,6 +59,7 @@ def solve(
     event_budgets: bool = True,
     link_policy: str = "auto",
     gap: float = 0.0,
+    on_candidates: Callable[[tuple[tuple[str, Schedule], ...]], None] | None = None,
 ) -> Schedule:
     """Schedule a checked OpGraph on ``hw``.
 
@@ -106,6 +107,14 @@ def solve(
         LNS window and between phases. 0
         (this function's default; the API's is :data:`~staticsched.options.DEFAULT_GAP`):
         search until the budget or a proof.
+    on_candidates : callable, optional
+        Called with the timetable returned, first, and the other candidates a coupled link
+        plan compared it with (each distinct timetable once, by their replays with the links
+        shared, fastest first), as ``(name, timetable)`` pairs named as the link plan's note
+        names them (``""`` for the one timetable of a problem without a coupled link plan).
+        A caller that builds programs can compare them as programs: the sync planner may run
+        short of event ids on one and not another (the solver's flag lifetimes are a
+        relaxation of the planner's order), and a baton program runs above its plan.
 
     Returns
     -------
@@ -122,6 +131,17 @@ def solve(
     InputError
         For a bad ``method``, ``time_limit``, ``workers`` or ``time_mode``.
     """
+    ranked = _candidates(graph, hw, method, time_limit, seed, workers, time_mode, progress, event_budgets,
+                         link_policy, gap)
+    if on_candidates is not None:
+        on_candidates(ranked)
+    return ranked[0][1]
+
+
+def _candidates(graph: OpGraph, hw: Hardware, method: str, time_limit: float, seed: int, workers: int,
+                time_mode: str, progress: Callable[[str], None] | None, event_budgets: bool,
+                link_policy: str, gap: float) -> tuple[tuple[str, Schedule], ...]:
+    """:func:`solve`'s candidates, ranked (its ``on_candidates``)."""
     _check_args(method, time_limit, seed, workers, time_mode, gap)
     if link_policy not in LINK_POLICIES:
         raise InputError(f"link_policy must be one of {', '.join(LINK_POLICIES)}, got {link_policy!r}")
@@ -162,13 +182,21 @@ def solve(
         spans = [got[k] for k in same]
         played = [(span, k, name, sch) for k, ((name, sch), span) in enumerate(zip(out, spans, strict=True))]
         kept, why = _keep(played)
-        _, _, name, chosen = kept
         listed = ", ".join(f"{n} {m} (plan {sch.makespan})" for m, _, n, sch in played)
-        note = f"{lp.note}; replayed with the links shared by the hardware: {listed}; kept the {name}{why}"
-        say(f"links: {note.split('; replayed ', 1)[1]}")
-        stats = {**dict(chosen.stats), "links": note, "seconds": round(time.monotonic() - t0, 3),
-                 "link_replays": listed}
-        return attrs.evolve(chosen, stats=stats)
+        head = f"{lp.note}; replayed with the links shared by the hardware: {listed}"
+        say(f"links: replayed with the links shared by the hardware: {listed}; kept the {kept[2]}{why}")
+        # the others, each distinct timetable once, fastest replay first: the caller may
+        # compare them as programs (the sync planner can run short of ids on one only)
+        others = sorted((p for p in played if same[p[1]] == p[1] and p[1] != same[kept[1]]),
+                        key=lambda p: (p[0], p[1]))
+        seconds = round(time.monotonic() - t0, 3)
+        ranked = []
+        for p in (kept, *others):
+            _, _, name, sch = p
+            note = f"{head}; kept the {name}{why if p is kept else ''}"
+            stats = {**dict(sch.stats), "links": note, "seconds": seconds, "link_replays": listed}
+            ranked.append((name, attrs.evolve(sch, stats=stats)))
+        return tuple(ranked)
     if best is not None and assembled_makespan(*best) < assembled_makespan(solved_pairs, results):
         solved_pairs, results = best  # a search never ends worse than its start; kept honest
     elif best is not None and lp.searched == OWN_SEARCH and \
@@ -178,7 +206,7 @@ def solve(
         solved_pairs, results = best
         say("links: the cores' own searched timetables overload the link together; kept their "
             "list schedules")
-    return _assemble(graph, hw, solved_pairs, results, run, time.monotonic() - t0, lp, bound)
+    return (("", _assemble(graph, hw, solved_pairs, results, run, time.monotonic() - t0, lp, bound)),)
 
 
 def _first_alike(schedules: list[Schedule]) -> list[int]:
