@@ -185,9 +185,12 @@ class MatmulBounds:
                            (op.item("vector", self.task.out_dtype, pm, pn),))
         return {unit: fix}, fix, fix, fix
 
-    def _block(self, r: int, c: int, depths: Counter, steps: tuple[int, int], bare: bool = False) -> _Block:
+    def _block(self, r: int, c: int, depths: Counter, steps: tuple[int, int], bare: bool = False,
+               resident_a: bool = False) -> _Block:
         step_m, step_n = steps
         scale = step_m * step_n
+        # a resident A panel is loaded once per group but moved to L0A for every block
+        moves_a = scale if resident_a else step_m
         # on a split chip the epilogue runs on the AIVs, whose pipes share names with the AIC's:
         # only the AIC's FixPipe store is counted there
         bare = bare or self.hw.split
@@ -200,7 +203,7 @@ class MatmulBounds:
         for d, count in sorted(depths.items()):
             la, lb, ma, mb, mm = self._kstep(r, c, d)
             # an A load (and move) serves step_n blocks, a B load step_m: this block's share
-            for (unit, dur), times in ((la, count * step_m), (ma, count * step_m), (lb, count * step_n),
+            for (unit, dur), times in ((la, count * step_m), (ma, count * moves_a), (lb, count * step_n),
                                        (mb, count * step_n), (mm, count * scale)):
                 work[unit] = work.get(unit, 0) + dur * times
             pk, e = round_up(d, fk), self.task.elem_bytes
@@ -250,10 +253,11 @@ class MatmulBounds:
         blocks = {}
         for r in rows:
             for c in cols:
-                key = ("block", r, c, kinds, steps)
+                resident = getattr(tiling, "resident_a", False)
+                key = ("block", r, c, kinds, steps, resident)
                 b = self._memo.get(key)
                 if b is None:
-                    b = self._memo[key] = self._block(r, c, depths, steps)
+                    b = self._memo[key] = self._block(r, c, depths, steps, resident_a=resident)
                 blocks[(r, c)] = b
         pipes = sorted({p for b in blocks.values() for p in b.work})
         # cycles per (row class, column class, pipe); each block's class from its span lengths

@@ -188,6 +188,8 @@ class TilingInfo:
     combine: str = ""
     #: a matmul's L1 reuse steps ``(step_m, step_n)``; ``()`` when the kind has none or both are 1
     steps: tuple[int, ...] = attrs.field(converter=tuple, default=())
+    #: a matmul's A row panel stays in L1 across the group's blocks (``Tiling.resident_a``)
+    resident_a: bool = False
 
     def text(self) -> str:
         size = "/".join(map(str, self.base)) if self.kind == "matmul" else "x".join(map(str, self.base))
@@ -196,6 +198,8 @@ class TilingInfo:
         per = f"{lo}" if lo == hi else f"{lo}-{hi}"
         combine = f", rows reduced {self.combine}" if self.combine else ""
         steps = f", L1 reuse step m x n {self.steps[0]}x{self.steps[1]}" if self.steps else ""
+        if self.resident_a:
+            steps = ", A panel resident in L1" + (f" across 1x{self.steps[1]} blocks" if self.steps else "")
         unit = "groups of blocks" if self.steps else "blocks"
         return (f"{self.task}: {self.kind} {what} {size} ({'derived' if self.derived else 'given'}), "
                 f"{'double' if self.buffers == 2 else 'single'} buffered{steps}, {self.blocks} {unit}, "
@@ -215,6 +219,8 @@ class TilingInfo:
             out["combine"] = self.combine
         if self.steps:
             out["steps"] = list(self.steps)
+        if self.resident_a:
+            out["resident_a"] = True
         return out
 
 

@@ -15,9 +15,11 @@ def test_a_split_within_the_gap_is_kept_without_the_chips_search():
     loose = compile_graph("examples/awkward_gemm.json", "ascend-a2", method="list", gap=0.05,
                           progress=lines.append)
     # the splits' shares are named by a core's place in its cluster: identical clusters stay
-    # one problem in every pass, as without the link (5 distinct of 24, not 24)
+    # one problem in every pass, as without the link (4 distinct of 24, not 24: the clusters
+    # whose row of blocks is three whole blocks (x14), three in the M tail (x2), the one N
+    # tail block (x7), and that block in the M tail)
     passes = [ln.split(", ")[1] for ln in lines if "core group(s)" in ln]
-    assert len(passes) >= 3 and set(passes) == {"5 distinct"}
+    assert len(passes) >= 3 and set(passes) == {"4 distinct"}
     note = dict(loose.schedule.stats)["links"]
     assert "within the gap limit 0.05 of the chip's lower bound" in note
     assert note.startswith(("equal split", "weighted split"))

@@ -49,7 +49,15 @@ class MatmulPlan(SpanGrid):
         ``step_m x step_n`` blocks (clipped at the grid's edges), row-major."""
         t = self.tiling
         return tuple((mi, ni) for mi in range(0, len(self.m_spans), t.step_m)
-                     for ni in range(0, len(self.n_spans), t.step_n))
+                     for ni in range(0, len(self.n_spans), self.step_n))
+
+    @property
+    def step_n(self) -> int:
+        """Blocks along N in a group: the tiling's, or with a row reduction in the epilogue
+        and a resident A panel, the whole row panel (the reduction's unit of work)."""
+        if self.task.reduces and self.tiling.resident_a:
+            return len(self.n_spans)
+        return self.tiling.step_n
 
     @property
     def blocks(self) -> int:
@@ -71,8 +79,11 @@ class MatmulPlan(SpanGrid):
             return self._splitk_ops(k_steps, epilogue)
         ops = 0
         for mi, ni in self.groups:
-            gm, gn = min(t.step_m, nm - mi), min(t.step_n, nb - ni)
-            ops += k_steps * (2 * gm + gn + 2 * gm * gn)
+            gm, gn = min(t.step_m, nm - mi), min(self.step_n, nb - ni)
+            if t.resident_a:  # A's tiles once; per block and K step a B load, two moves, an mmad
+                ops += k_steps * (1 + 4 * gn)
+            else:
+                ops += k_steps * (2 * gm + gn + 2 * gm * gn)
             if self.aivs:  # FixPipe into the ring; per AIV with rows: load, epilogue, store
                 # (an AIV without rows: its token load)
                 ops += sum(gn * (1 + sum((2 + epilogue) if h[1] > h[0] else 1 for h in halves(m1 - m0)))
@@ -109,7 +120,8 @@ class MatmulPlan(SpanGrid):
         per = (min(counts.get(c, 0) for c in range(ncores)), max(counts.values()))
         return TilingInfo(self.task.id, "matmul", (t.base_m, t.base_n, t.base_k), t.buffers,
                           self.task.tiling is None, self.blocks, per,
-                          combine=combine, steps=(t.step_m, t.step_n) if t.reuses else ())
+                          combine=combine, steps=(t.step_m, t.step_n) if t.reuses else (),
+                          resident_a=t.resident_a)
 
     def work(self, hw: Hardware) -> list[int]:
         """The estimated cycles of each unit of work (group of blocks, or row panel), in block
@@ -158,7 +170,7 @@ class MatmulPlan(SpanGrid):
         if task.reduces:
             per_panel = [cost([mi], range(nn)) for mi in range(nm)]
             return per_panel * task.batches
-        per_group = [cost(range(mi, min(mi + t.step_m, nm)), range(ni, min(ni + t.step_n, nn)))
+        per_group = [cost(range(mi, min(mi + t.step_m, nm)), range(ni, min(ni + self.step_n, nn)))
                      for mi, ni in self.groups]
         if t.split_k > 1:  # a unit per (block, K chunk): the block's cost by its chunk's K steps
             steps = [len(c) for c in chunks(list(self.k_spans), t.split_k)]
@@ -194,14 +206,15 @@ class MatmulPlan(SpanGrid):
             for gi, (mi0, ni0) in enumerate(groups):
                 # block numbers are row-major over (batch, M, N) whatever the grouping
                 grid = [[((bi * nm + mi) * nn + ni, m_spans[mi], n_spans[ni])
-                         for ni in range(ni0, min(ni0 + t.step_n, nn))]
+                         for ni in range(ni0, min(ni0 + self.step_n, nn))]
                         for mi in range(mi0, min(mi0 + t.step_m, nm))]
                 pi = bi * nm + mi0
                 core = cores[pi if task.reduces else bi * len(groups) + gi]
-                tiles = self._group(em, grid, core, k_spans, (a_off, b_off, o_off), (fm, fn, fk), split)
-                if task.reduces:  # steps are 1x1 (check_tiling): the panel's blocks come in order
+                group = self._resident if t.resident_a else self._group
+                tiles = group(em, grid, core, k_spans, (a_off, b_off, o_off), (fm, fn, fk), split)
+                if task.reduces:  # one row of blocks per group (check_tiling): the panel's come in order
                     panel.extend(tiles)
-                    if ni0 + 1 == nn:
+                    if ni0 + len(grid[0]) == nn:
                         self._panel(em, pi, panel)
                         panel = []
 
@@ -311,6 +324,62 @@ class MatmulPlan(SpanGrid):
                     for tile in split.block(p[i][j], core, ms, ns, offs[2], l0c[i][j])]
         return [self._epilogue(em, p[i][j], core, ms, ns, offs, l0c[i][j], (pad_m[i], pad_n[j]))
                 for i, row in enumerate(grid) for j, (_, ms, ns) in enumerate(row)]
+
+    def _resident(self, em: Builder, grid: list[list[tuple[int, tuple[int, int], tuple[int, int]]]],
+                  core: int, k_spans: Sequence[tuple[int, int]], offs: tuple[int, int, int],
+                  fractal: tuple[int, int, int], split: BlockSink | None = None) -> list[EpilogueTile]:
+        """A row of blocks (``grid[0]``, as :meth:`_group` takes it) with A's panel resident
+        in L1 (``Tiling.resident_a``): the first block loads each K step's A tile beside its B
+        tile, and every block after it loads B's alone and moves A's again from L1; each
+        block runs its K loop into its own accumulator and then its epilogue, so one
+        accumulator is live at a time (two with double buffering: the next block's K loop
+        runs beside this one's epilogue)."""
+        task = self.task
+        fm, fn, fk = fractal
+        a_off, b_off, _ = offs
+        (row,) = grid
+        m0, m1 = row[0][1]
+        rows, pm = m1 - m0, round_up(m1 - m0, fm)
+        l1a: list[str] = []
+        # B's tiles go through a ring of as many L1 items as the tiling has buffers, reused in
+        # program order (a TQue of that depth): a free-running B stream in the L1 the panel
+        # leaves ran ten loads ahead of MTE1, and the sync planner found no reusable
+        # MTE1->MTE2 id (docs/design.md, refinement 9's rule, for a space of mixed tiles)
+        p0 = f"{task.id}.b{row[0][0]}"
+        pk0, pn0 = round_up(k_spans[0][1] - k_spans[0][0], fk), round_up(row[0][2][1] - row[0][2][0], fn)
+        ring = [em.item(f"{p0}.l1b{r}", "operand", task.dtype, (pk0, pn0))
+                for r in range(self.tiling.buffers)]
+        tiles: list[EpilogueTile] = []
+        for j, (b, ms, ns) in enumerate(row):
+            p = f"{task.id}.b{b}"
+            n0, n1 = ns
+            pn = round_up(n1 - n0, fn)
+            l0c = em.item(f"{p}.l0c", "accumulator", FP32, (pm, pn))
+            for s, (k0, k1) in enumerate(k_spans):
+                pk, depth, q = round_up(k1 - k0, fk), k1 - k0, f"{p}.k{s}"
+                if j == 0:
+                    l1a.append(em.item(f"{q}.l1a", "operand", task.dtype, (pm, pk)))
+                    if task.transpose_a:
+                        em.load(f"{q}.load_a", core, l1a[s], task.a, ((a_off + k0, a_off + k1), (m0, m1)),
+                                transpose=True)
+                    else:
+                        em.load(f"{q}.load_a", core, l1a[s], task.a, ((a_off + m0, a_off + m1), (k0, k1)))
+                l1b = ring[(j * len(k_spans) + s) % len(ring)]
+                if task.transpose_b:
+                    em.load(f"{q}.load_b", core, l1b, task.b, ((b_off + n0, b_off + n1), (k0, k1)),
+                            transpose=True)
+                else:
+                    em.load(f"{q}.load_b", core, l1b, task.b, ((b_off + k0, b_off + k1), (n0, n1)))
+                l0a = em.item(f"{q}.l0a", "cube_a", task.dtype, (pm, pk))
+                em.move(f"{q}.move_a", core, l1a[s], l0a, rows, depth)
+                l0b = em.item(f"{q}.l0b", "cube_b", task.dtype, (pk, pn))
+                em.move(f"{q}.move_b", core, l1b, l0b, depth, n1 - n0)
+                em.mmad(f"{q}.mmad", core, l0a, l0b, l0c, rows, n1 - n0, depth, s == 0)
+            if split is not None:
+                tiles += split.block(p, core, ms, ns, offs[2], l0c)
+            else:
+                tiles.append(self._epilogue(em, p, core, ms, ns, offs, l0c, (pm, pn)))
+        return tiles
 
     def _prefetch(self, em: Builder, rows: int, cols: int, fractal: tuple[int, int, int]) -> int:
         """How many K steps' B tiles a group of ``rows x cols`` blocks loads ahead of the A

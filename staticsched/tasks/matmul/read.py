@@ -32,7 +32,7 @@ MAX_STAGES = 8
 #: the most K chunks a tiling may split a block's K loop into
 MAX_SPLIT_K = 64
 _TILING_KEYS = ("base_m", "base_n", "base_k", "double_buffer", "step_m", "step_n", "workspace_stages",
-                "split_k")
+                "split_k", "resident_a")
 
 
 def read_step(raw: Any, sw: str, ctx: ReadContext, ops: Sequence[str]) -> EpilogueStep | None:
@@ -233,10 +233,11 @@ def read_tiling(body: Mapping[str, Any], w: str, pr: Problems) -> Tiling | None:
     step_m, step_n = (get_int(raw, key, tw, pr, minimum=1, default=1) for key in ("step_m", "step_n"))
     stages = get_int(raw, "workspace_stages", tw, pr, minimum=1, maximum=MAX_STAGES, default=2)
     split_k = get_int(raw, "split_k", tw, pr, minimum=1, maximum=MAX_SPLIT_K, default=1)
+    resident_a = get_bool(raw, "resident_a", tw, pr, default=False)
     if len(pr.lines) > before:
         return None
     return Tiling(*sizes, double_buffer=double_buffer, step_m=step_m, step_n=step_n, workspace_stages=stages,
-                  split_k=split_k)
+                  split_k=split_k, resident_a=resident_a)
 
 
 def step_to_dict(step: EpilogueStep) -> dict[str, Any]:
@@ -276,6 +277,8 @@ def to_dict(task: MatmulTask) -> dict[str, Any]:
             out["tiling"]["workspace_stages"] = task.tiling.workspace_stages
         if task.tiling.split_k != 1:
             out["tiling"]["split_k"] = task.tiling.split_k
+        if task.tiling.resident_a:
+            out["tiling"]["resident_a"] = True
     if task.engine:  # only when given: a graph without it keeps its text
         out["engine"] = task.engine
     return out

@@ -43,6 +43,12 @@ class Tiling:
     ``split_k`` divides each block's K loop into that many contiguous chunks of K steps, each
     a unit of work on its own core: fp32 partial sums go to a GM workspace and a fixed-order
     reduction on the Vector engine adds them (:mod:`staticsched.tasks.matmul.splitk`).
+
+    ``resident_a`` keeps a group's A row panel -- every K tile of it -- in L1 while the
+    group's ``step_n`` blocks (``step_m`` is 1) are computed one after another, each with its
+    own K loop and one accumulator: A is read from global memory once per group instead of
+    once per block, B's tiles stream (Ascend's ``depthA1`` covering K with ``iterateOrder``
+    along N). It costs the panel's L1 bytes, and an MTE1 move of A per block and K step.
     """
 
     base_m: int
@@ -53,6 +59,7 @@ class Tiling:
     step_n: int = 1
     workspace_stages: int = 2
     split_k: int = 1
+    resident_a: bool = False
 
     @property
     def buffers(self) -> int:
@@ -62,6 +69,11 @@ class Tiling:
     def reuses(self) -> bool:
         """Whether blocks are grouped (some step above 1)."""
         return self.step_m * self.step_n > 1
+
+    @property
+    def accumulators(self) -> int:
+        """Output blocks whose accumulators a group keeps live together."""
+        return 1 if self.resident_a else self.step_m * self.step_n
 
 
 @attrs.frozen
