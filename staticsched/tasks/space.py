@@ -73,13 +73,15 @@ def tiling_fields(tiling: Any) -> dict[str, Any]:
         del f["workspace_stages"]
     if f.get("split_k") == 1:
         del f["split_k"]
+    if f.get("resident_a") is False:
+        del f["resident_a"]
     return f
 
 
 def tiling_label(tiling: Any) -> str:
     """Short text for tables and plots: ``128/208/64`` (base sizes), ``sb`` when single
     buffered, ``s2x1`` for L1 reuse steps, ``w3`` for 3 workspace stages (split chips), ``k16``
-    for K split over 16 cores."""
+    for K split over 16 cores, ``rA`` for a resident A panel."""
     f = tiling_fields(tiling)
     sizes = [v for k, v in f.items() if not isinstance(v, bool) and k.startswith("base_")]
     text = "/".join(map(str, sizes))
@@ -91,6 +93,8 @@ def tiling_label(tiling: Any) -> str:
         text += f" w{f['workspace_stages']}"
     if "split_k" in f:
         text += f" k{f['split_k']}"
+    if f.get("resident_a"):
+        text += " rA"
     return text
 
 

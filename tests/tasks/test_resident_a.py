@@ -115,3 +115,10 @@ def test_bad_resident_tilings_are_refused():
     big = _task(256, 512, 8192, hw)  # a 128 x 8192 panel: 2 MiB
     with pytest.raises(TilingError, match=r"ceil\(K/base_k\)\*base_m\*base_k"):
         check_tiling(big, Tiling(128, 128, 128, step_n=2, resident_a=True), hw)
+
+
+def test_labels_and_fields_name_the_resident_panel():
+    from staticsched.tasks.space import tiling_fields, tiling_label
+
+    assert tiling_label(Tiling(128, 128, 128, step_n=2, resident_a=True)) == "128/128/128 s1x2 rA"
+    assert "resident_a" not in tiling_fields(Tiling(128, 128, 128))  # as a TaskGraph leaves it out
