@@ -164,8 +164,8 @@ def matmul_tilings(task: Any, hw: Hardware, ok: Callable[[Any], bool], *,
                 pairs = [(sm, sn) for sm in _steps(-(-task.m // bm)) for sn in _steps(-(-task.n // bn))]
             for bk in ks[: top + 1]:
                 for sm, sn in pairs:
-                    more = {"step_m": sm, "step_n": sn} if has_steps else {}
-                    t = Tiling(bm, bn, bk, double_buffer=db, **more)
+                    # (sm, sn) is (1, 1), the defaults, without steps
+                    t = Tiling(bm, bn, bk, double_buffer=db, step_m=sm, step_n=sn)
                     # base sizes below the walk's bound fit (monotone requirements); steps add
                     # requirements of their own: always asked
                     if ((sm, sn) == (1, 1) and not check_each) or ok(t):
