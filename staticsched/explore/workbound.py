@@ -251,9 +251,9 @@ class MatmulBounds:
         cols = sorted({e - s for s, e in plan.n_spans}, reverse=True)
         kinds = tuple(sorted(depths.items()))
         blocks = {}
+        resident = getattr(tiling, "resident_a", False)
         for r in rows:
             for c in cols:
-                resident = getattr(tiling, "resident_a", False)
                 key = ("block", r, c, kinds, steps, resident)
                 b = self._memo.get(key)
                 if b is None:

@@ -283,11 +283,7 @@ class MatmulPlan(SpanGrid):
             for j, (_, _, (n0, n1)) in enumerate(grid[0]):
                 q = f"{p[0][j]}.k{s}"
                 tiles.append(em.item(f"{q}.l1b", "operand", task.dtype, (pk, pad_n[j])))
-                if task.transpose_b:
-                    em.load(f"{q}.load_b", core, tiles[j], task.b, ((b_off + n0, b_off + n1), (k0, k1)),
-                            transpose=True)
-                else:
-                    em.load(f"{q}.load_b", core, tiles[j], task.b, ((b_off + k0, b_off + k1), (n0, n1)))
+                self._load(em, q, core, tiles[j], "b", b_off, (k0, k1), (n0, n1))
             return tiles
 
         ahead = self._prefetch(em, len(grid), len(grid[0]), fractal)
@@ -303,11 +299,7 @@ class MatmulPlan(SpanGrid):
             for i, row in enumerate(grid):
                 (m0, m1), q = row[0][1], f"{p[i][0]}.k{s}"
                 l1a.append(em.item(f"{q}.l1a", "operand", task.dtype, (pad_m[i], pk)))
-                if task.transpose_a:
-                    em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + k0, a_off + k1), (m0, m1)),
-                            transpose=True)
-                else:
-                    em.load(f"{q}.load_a", core, l1a[i], task.a, ((a_off + m0, a_off + m1), (k0, k1)))
+                self._load(em, q, core, l1a[i], "a", a_off, (m0, m1), (k0, k1))
             l1b = loaded_b.pop(s) if s in loaded_b else load_b(s)
             for i, row in enumerate(grid):
                 q = f"{p[i][0]}.k{s}"
@@ -324,6 +316,20 @@ class MatmulPlan(SpanGrid):
                     for tile in split.block(p[i][j], core, ms, ns, offs[2], l0c[i][j])]
         return [self._epilogue(em, p[i][j], core, ms, ns, offs, l0c[i][j], (pad_m[i], pad_n[j]))
                 for i, row in enumerate(grid) for j, (_, ms, ns) in enumerate(row)]
+
+    def _load(self, em: Builder, q: str, core: int, item: str, operand: str, off: int,
+              rows: tuple[int, int], cols: tuple[int, int]) -> None:
+        """``q.load_a`` or ``q.load_b``: the operand's tile of ``rows`` x ``cols`` as the Cube
+        takes it (A: M x K, B: K x N; batch offset ``off``) into ``item``, read transposed
+        from a transposed operand's tensor."""
+        task = self.task
+        tensor, transposed = (task.a, task.transpose_a) if operand == "a" else (task.b, task.transpose_b)
+        (r0, r1), (c0, c1) = rows, cols
+        name = f"{q}.load_{operand}"
+        if transposed:
+            em.load(name, core, item, tensor, ((off + c0, off + c1), (r0, r1)), transpose=True)
+        else:
+            em.load(name, core, item, tensor, ((off + r0, off + r1), (c0, c1)))
 
     def _resident(self, em: Builder, grid: list[list[tuple[int, tuple[int, int], tuple[int, int]]]],
                   core: int, k_spans: Sequence[tuple[int, int]], offs: tuple[int, int, int],
@@ -359,17 +365,9 @@ class MatmulPlan(SpanGrid):
                 pk, depth, q = round_up(k1 - k0, fk), k1 - k0, f"{p}.k{s}"
                 if j == 0:
                     l1a.append(em.item(f"{q}.l1a", "operand", task.dtype, (pm, pk)))
-                    if task.transpose_a:
-                        em.load(f"{q}.load_a", core, l1a[s], task.a, ((a_off + k0, a_off + k1), (m0, m1)),
-                                transpose=True)
-                    else:
-                        em.load(f"{q}.load_a", core, l1a[s], task.a, ((a_off + m0, a_off + m1), (k0, k1)))
+                    self._load(em, q, core, l1a[s], "a", a_off, (m0, m1), (k0, k1))
                 l1b = ring[(j * len(k_spans) + s) % len(ring)]
-                if task.transpose_b:
-                    em.load(f"{q}.load_b", core, l1b, task.b, ((b_off + n0, b_off + n1), (k0, k1)),
-                            transpose=True)
-                else:
-                    em.load(f"{q}.load_b", core, l1b, task.b, ((b_off + k0, b_off + k1), (n0, n1)))
+                self._load(em, q, core, l1b, "b", b_off, (k0, k1), (n0, n1))
                 l0a = em.item(f"{q}.l0a", "cube_a", task.dtype, (pm, pk))
                 em.move(f"{q}.move_a", core, l1a[s], l0a, rows, depth)
                 l0b = em.item(f"{q}.l0b", "cube_b", task.dtype, (pk, pn))

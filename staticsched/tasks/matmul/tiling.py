@@ -262,13 +262,21 @@ def check_tiling(task: MatmulTask, tiling: Tiling, hw: Hardware) -> None:
             f"reduction in the epilogue makes a whole row panel the unit of work; use steps 1x1"
         )
     pr.raise_if_any(TilingError)
+    for req, cap in misfits(task, tiling, hw):
+        pr.add(f"task '{task.id}': {req.formula} = {req.factors} = {req.bytes} B > {req.space} {cap} B")
+    pr.raise_if_any(TilingError)
+
+
+def misfits(task: MatmulTask, tiling: Tiling, hw: Hardware) -> list[tuple[Requirement, int]]:
+    """The requirements of ``tiling`` above their space's capacity, each with that capacity."""
     t = tiling
+    out = []
     for req in matmul_requirements(task, t.base_m, t.base_n, t.base_k, t.buffers, hw, (t.step_m, t.step_n),
                                    t.split_k, t.resident_a):
         cap = capacity(hw, req.role)
         if cap is not None and req.bytes > cap:
-            pr.add(f"task '{task.id}': {req.formula} = {req.factors} = {req.bytes} B > {req.space} {cap} B")
-    pr.raise_if_any(TilingError)
+            out.append((req, cap))
+    return out
 
 
 def _max_base_k(task: MatmulTask, bm: int, bn: int, fk: int, limit: int, hw: Hardware) -> int | None:
@@ -360,9 +368,4 @@ def resident_rows(task: MatmulTask, hw: Hardware, tiling: Tiling) -> Tiling:
         if step_n < 2:
             return tiling
     out = attrs.evolve(tiling, step_n=step_n, resident_a=True)
-    for req in matmul_requirements(task, out.base_m, out.base_n, out.base_k, out.buffers, hw,
-                                   (out.step_m, out.step_n), out.split_k, True):
-        cap = capacity(hw, req.role)
-        if cap is not None and req.bytes > cap:
-            return tiling
-    return out
+    return tiling if misfits(task, out, hw) else out
