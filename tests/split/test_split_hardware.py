@@ -487,6 +487,43 @@ def test_attention_on_split_cores_runs_s_and_p_through_rings_and_verifies(tmp_pa
     pytest.fail("no cross-core wait guards a load of P")
 
 
+def test_split_attention_keeps_qk_lead_pairs_of_s_in_flight_and_verifies(tmp_path):
+    from staticsched.tasks.attention.split import PV_LAG, QK_LEAD
+
+    # one cluster: every Q block on one AIC, so its pairs chain across Q blocks (15 pairs)
+    hw = _small_a2(tmp_path, clusters=1)
+    graph = taskgraph_from_dict(_attention_graph((), 160, 160, 32, 32, True, (32, 32)))
+    compiled = compile_graph(graph, hw, method="list")
+    report = verify(compiled.program, hw, jitter=3, numeric=True)
+    assert report.ok, report.text()
+    ops = compiled.graph.ops
+    order = {op.id: k for k, op in enumerate(ops)}
+    aic = [op for op in ops if op.kind == "mmad"]
+    qks = [op.id for op in aic if op.id.endswith(".qk")]
+    pvs = [op.id for op in aic if op.id.endswith(".pv")]
+    assert len(qks) == len(pvs) == 15
+    # program order: S of pair t + QK_LEAD before P V of pair t; the AIVs' load of S of pair
+    # t + 1 before P of pair t is cast, and the update by P V of pair t after the softmax of
+    # pair t + PV_LAG
+    for t in range(len(pvs) - QK_LEAD):
+        assert order[qks[t + QK_LEAD]] < order[pvs[t]]
+    for core in sorted({op.core for op in ops if op.id.endswith(".load_s")}):
+        mine = [op.id for op in ops if op.core == core]
+        loads = [i for i in mine if i.endswith(".load_s")]
+        casts = [i for i in mine if i.endswith(".cast")]
+        updates = [i for i in mine if i.endswith(".load_o")]
+        rowmaxes = [i for i in mine if i.endswith(".rowmax")]
+        assert len(loads) == len(casts) == len(updates) == 15
+        for t in range(14):
+            assert order[loads[t + 1]] < order[casts[t]]
+        for t in range(15 - PV_LAG):
+            assert order[rowmaxes[t + PV_LAG]] < order[updates[t]]
+    tensors = {t.name: t.shape for t in compiled.graph.tensors}
+    rows = 32  # block_q, a multiple of the fractal's 16 rows
+    assert tensors["att.ws_s"][0] == QK_LEAD * rows
+    assert tensors["att.ws_o"][0] == (PV_LAG + 1) * rows
+
+
 def test_a_counter_of_capacity_0_refuses_only_graphs_that_need_a_cross_core_flag(tmp_path, capsys):
     # capacity 0: no cross-core flag can be set, so the solver's explanation names the first
     # edge that needs one; a graph whose dependencies all stay on one core still schedules

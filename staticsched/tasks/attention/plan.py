@@ -9,7 +9,7 @@ import attrs
 
 from staticsched.model.hardware import Hardware, round_up
 from staticsched.tasks.attention.qblock import QBlock
-from staticsched.tasks.attention.split import SplitQBlock, SplitRings, half_rows
+from staticsched.tasks.attention.split import PV_LAG, QK_LEAD, SplitQBlock, SplitRings, half_rows
 from staticsched.tasks.attention.task import AttentionTask, AttentionTiling
 from staticsched.tasks.attention.tiling import check_tiling, derive_tiling
 from staticsched.tasks.base import (
@@ -105,7 +105,8 @@ class AttentionPlan:
         scheduler allocates tiles, so it follows the steady state: V of pair t, the softmax
         of pair t, ``S = Q Kᵀ`` of pair t + 1 (the Cube computes it while the Vector unit
         works on pair t), the update of O by ``P V`` of pair t - 1 (which the Cube finished
-        meanwhile), then P of pair t to the Cube and its ``P V``."""
+        meanwhile), then P of pair t to the Cube and its ``P V``. A split chip's pairs cross
+        between AIC and AIVs, and are pipelined deeper (:meth:`_emit_split_core`)."""
         task = self.task
         q_spans = self.q_spans
         if em.hw.split:  # each AIV of the cluster stores its rows
@@ -128,34 +129,68 @@ class AttentionPlan:
                 blocks.setdefault(cores[b], []).append(qb)
         for core in sorted(blocks):
             pairs = [(qb, j, ks) for qb in blocks[core] for j, ks in self.visible(*qb.qs)]
-            self._emit_core(pairs)
+            if rings is None:
+                self._emit_core(pairs)
+            else:
+                self._emit_split_core(pairs)
 
     @staticmethod
-    def _emit_core(pairs: list[tuple[QBlock | SplitQBlock, int, tuple[int, int]]]) -> None:
+    def _emit_core(pairs: Pairs) -> None:
         """One core's pairs in program order, software-pipelined (see :meth:`lower`)."""
-
-        def qk(t: int) -> None:
-            qb, j, ks = pairs[t]
-            if not t or pairs[t - 1][0] is not qb:
-                qb.start()
-            qb.qk(j, ks)
-
-        def update(t: int) -> None:
-            qb, j, _ = pairs[t]
-            qb.update(j)
-            if t + 1 == len(pairs) or pairs[t + 1][0] is not qb:
-                qb.finish()
-
-        qk(0)
+        _qk(pairs, 0)
         for t, (qb, j, ks) in enumerate(pairs):
             qb.load_v(j, ks)
             qb.softmax(j, ks)
             if t + 1 < len(pairs):
-                qk(t + 1)
+                _qk(pairs, t + 1)
             if t:
-                update(t - 1)
+                _update(pairs, t - 1)
             qb.pv(j, ks)
-        update(len(pairs) - 1)
+        _update(pairs, len(pairs) - 1)
+
+    @staticmethod
+    def _emit_split_core(pairs: Pairs) -> None:
+        """One AIC's pairs (and its AIVs') in program order on a split chip, pipelined deeper
+        than on a coupled core (:data:`~.split.QK_LEAD`): ``S = Q Kᵀ`` of pair t + QK_LEAD,
+        the AIVs' load of S of pair t + 1, P of pair t to the AIC and its ``P V``, then the
+        AIVs' update of O by ``P V`` of pair t - PV_LAG."""
+        n = len(pairs)
+        for t in range(min(QK_LEAD, n)):
+            _qk(pairs, t)
+        for t, (qb, j, ks) in enumerate(pairs):
+            qb.load_v(j, ks)
+            qb.softmax(j, ks)
+            if t + QK_LEAD < n:
+                _qk(pairs, t + QK_LEAD)
+            if t + 1 < n:
+                nb, nj, nks = pairs[t + 1]
+                assert isinstance(nb, SplitQBlock)
+                nb.load_s(nj, nks)
+            qb.pv(j, ks)
+            if t >= PV_LAG:
+                _update(pairs, t - PV_LAG)
+        for t in range(max(0, n - PV_LAG), n):
+            _update(pairs, t)
+
+
+#: one core's (Q block, K/V block index, K/V rows) pairs, in program order
+Pairs = list[tuple[QBlock | SplitQBlock, int, tuple[int, int]]]
+
+
+def _qk(pairs: Pairs, t: int) -> None:
+    """``S = Q Kᵀ`` of pair ``t``, after Q's load when it is its Q block's first."""
+    qb, j, ks = pairs[t]
+    if not t or pairs[t - 1][0] is not qb:
+        qb.start()
+    qb.qk(j, ks)
+
+
+def _update(pairs: Pairs, t: int) -> None:
+    """O updated by ``P V`` of pair ``t``; normalised and stored after its Q block's last."""
+    qb, j, _ = pairs[t]
+    qb.update(j)
+    if t + 1 == len(pairs) or pairs[t + 1][0] is not qb:
+        qb.finish()
 
 
 def plan(task: AttentionTask, hw: Hardware) -> AttentionPlan:

@@ -16,9 +16,13 @@ nothing). Per (Q block, K/V block) pair:
 - each AIV: loads its rows of ``P V`` and rescales and accumulates its running output; after
   the last pair, O / l in fp16 and its rows stored.
 
-Each ring has :data:`STAGES` slots per AIC (CATLASS's default workspace stages); a reused slot
-is written only after the readers of its previous tile (:mod:`staticsched.tasks.ring`). The
-numbers are the coupled core's: S and P V in fp32, P in fp16.
+A reused slot is written only after the readers of its previous tile
+(:mod:`staticsched.tasks.ring`). Each ring has :data:`STAGES` slots per AIC (CATLASS's default
+workspace stages), or more where the plan keeps more tiles in flight: the AIC runs ``S = Q Kᵀ``
+:data:`QK_LEAD` pairs ahead of the AIVs' softmax, and the AIVs take in ``P V`` :data:`PV_LAG`
+pairs behind their softmax (:meth:`~staticsched.tasks.attention.plan.AttentionPlan.lower`),
+so that the S ring needs ``QK_LEAD`` slots and the P V ring ``PV_LAG + 1``. The numbers are
+the coupled core's: S and P V in fp32, P in fp16.
 """
 
 from __future__ import annotations
@@ -29,8 +33,18 @@ from staticsched.tasks.builder import FP16, FP32, Builder
 from staticsched.tasks.matmul.split import halves
 from staticsched.tasks.ring import Ring, Slot, cluster_aivs
 
-#: slots per AIC in each of the S, P and P V rings
+#: slots per AIC in each of the S, P and P V rings, at least
 STAGES = 2
+#: pairs by which the AIC's ``S = Q Kᵀ`` runs ahead of the AIVs' softmax. Each pair is a round
+#: trip AIC -> AIV -> AIC -> AIV through the rings (two cross-core latencies, the S, P and P V
+#: moves through GM), longer than an AIV's Vector work of a pair: with one pair ahead and
+#: ``P V`` taken in before the next P is cast, each AIV's Vector unit waited for every round
+#: trip. GPT-2-small's block on ascend-a2, attention on the critical path (no link limit,
+#: graph-order list schedule): 58,762 cycles with the old order; 47,370 with lead 2 and lag 2;
+#: 43,098 with S loaded one pair ahead as well; 39,474 with lead 3 (lead 4 and lag 3 gain nothing)
+QK_LEAD = 3
+#: pairs by which the AIVs take in ``P V`` after their softmax (see :data:`QK_LEAD`)
+PV_LAG = 2
 
 
 def half_rows(pq: int, rows: int) -> list[tuple[int, int]]:
@@ -51,14 +65,14 @@ class SplitRings:
         self.pdv = round_up(task.dv, fn)
         aics = hw.engine_cores("cube")
         self.aivs = cluster_aivs(hw)
-        self.s = Ring(em, f"{task.id}.ws_s", aics, STAGES, (self.pq, self.pk), FP32)
+        self.s = Ring(em, f"{task.id}.ws_s", aics, max(STAGES, QK_LEAD), (self.pq, self.pk), FP32)
         # P goes from the AIVs to the Cube: stored in its fractal format on a chip that prices
         # layouts (each AIV's store writes NZ runs of its half's rows), so the AIC's load of it
         # converts nothing
         self.p = Ring(em, f"{task.id}.ws_p", aics, STAGES, (self.pq, self.pk), FP16,
                       cuts=[a for a, _ in halves(self.pq)],
                       layout="NZ" if hw.cube.models_layouts else "ND")
-        self.o = Ring(em, f"{task.id}.ws_o", aics, STAGES, (self.pq, self.pdv), FP32)
+        self.o = Ring(em, f"{task.id}.ws_o", aics, max(STAGES, PV_LAG + 1), (self.pq, self.pdv), FP32)
 
 
 class _Half:
@@ -99,20 +113,28 @@ class SplitQBlock(QBlock):
         self.em.store(f"{self.p}.j{j}.store_s", self.core, acc_s, self.rings.s.name,
                       ((slot.base, slot.base + self.rows), (0, ks[1] - ks[0])), deps=slot.after)
 
-    def softmax(self, j: int, ks: tuple[int, int]) -> None:
-        """Each AIV: its rows of S from the ring, then the online softmax."""
-        em, task = self.em, self.task
-        q0, cols = self.qs[0], ks[1] - ks[0]
+    def load_s(self, j: int, ks: tuple[int, int]) -> None:
+        """Each AIV: its rows of S from the ring (issued a pair ahead of its softmax, so that
+        the AIV's MTE2 does not hold it behind the previous pair's ``P V`` load)."""
+        em, cols = self.em, ks[1] - ks[0]
         slot = self.slot_s.pop(j)
         loads = []
         for hv in self.halves:
-            s, core, rows = f"{hv.p}.j{j}", hv.core, hv.rows
-            ub_s = hv.s[j] = em.item(f"{s}.s", "vector", FP32, (rows, self.pk))
-            em.load(f"{s}.load_s", core, ub_s, self.rings.s.name,
+            s = f"{hv.p}.j{j}"
+            ub_s = hv.s[j] = em.item(f"{s}.s", "vector", FP32, (hv.rows, self.pk))
+            em.load(f"{s}.load_s", hv.core, ub_s, self.rings.s.name,
                     ((slot.base + hv.a0, slot.base + hv.a1), (0, cols)))
             loads.append(f"{s}.load_s")
-            online_softmax(em, task, hv, core, s, ub_s, j, rows, rows, q0 + hv.a0, ks, self.h, self.pk)
         self.rings.s.read(slot, loads)
+
+    def softmax(self, j: int, ks: tuple[int, int]) -> None:
+        """Each AIV: its rows of S from the ring (unless :meth:`load_s` loaded them), then the
+        online softmax."""
+        if j in self.slot_s:
+            self.load_s(j, ks)
+        for hv in self.halves:
+            online_softmax(self.em, self.task, hv, hv.core, f"{hv.p}.j{j}", hv.s[j], j, hv.rows, hv.rows,
+                           self.qs[0] + hv.a0, ks, self.h, self.pk)
 
     def pv(self, j: int, ks: tuple[int, int]) -> None:
         """Each AIV casts its rows of P to fp16 and stores them into the P ring; the AIC loads
