@@ -36,8 +36,7 @@ from typing import Any
 import attrs
 
 from staticsched.errors import InputError, StaticschedError
-from staticsched.explore.bounds import bound_of, fixed_work, solver_bound
-from staticsched.explore.workbound import MatmulBounds
+from staticsched.explore.bounds import fixed_work, solver_bound
 from staticsched.frontend.taskgraph import TaskGraph, load_graph
 from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
@@ -45,6 +44,8 @@ from staticsched.model.opgraph import OpGraph
 from staticsched.options import DEFAULT_GAP, DEFAULT_OP_BUDGET, option_problems
 from staticsched.pipeline import compile_graph, naming
 from staticsched.progress import Progress, as_progress
+from staticsched.tasks.bounds import bound_of
+from staticsched.tasks.matmul.workbound import MatmulBounds
 from staticsched.tasks.space import candidates, tiling_label, tunable, used_tiling
 
 #: a cheap lower bound of each tunable kind's tilings: ``BOUNDS[kind](task, hw).work(tiling)``

@@ -1,7 +1,7 @@
 """Tiling spaces: the legal tilings of a task, for ``staticsched tune`` and the summary.
 
 A task kind is tunable when :data:`SPACES` has an entry for it: how to enumerate its tilings
-(the tuner pairs each with a cheap lower bound of a tiling, :mod:`staticsched.explore.workbound`).
+(the tuner pairs each with a cheap lower bound of a tiling, :mod:`staticsched.tasks.matmul.workbound`).
 Legal means the kind's own ``plan`` accepts the tiling (the authority every lowering obeys);
 the enumeration only decides which tilings to ask it about.
 

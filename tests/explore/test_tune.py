@@ -16,12 +16,13 @@ from common import ROOT, SEED
 import staticsched
 from staticsched.cli import main
 from staticsched.errors import InputError
-from staticsched.explore.bounds import bound_of, memory_bound, solver_bound
+from staticsched.explore.bounds import memory_bound, solver_bound
 from staticsched.explore.tune_report import TUNE_FILES
-from staticsched.explore.workbound import MatmulBounds
 from staticsched.frontend.lowering import lower
 from staticsched.frontend.taskgraph import taskgraph_from_dict
+from staticsched.tasks.bounds import bound_of
 from staticsched.tasks.matmul import Tiling
+from staticsched.tasks.matmul.workbound import MatmulBounds
 from staticsched.tasks.space import candidates, count_candidates, legal, split_values
 
 EX = ROOT / "examples"

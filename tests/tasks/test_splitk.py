@@ -16,12 +16,13 @@ from taskcases import graph, max_error
 from staticsched.api import compile_graph
 from staticsched.emit.summary import summary_lines
 from staticsched.errors import StaticschedError
-from staticsched.explore.bounds import bound_of, solver_bound
-from staticsched.explore.workbound import MatmulBounds
+from staticsched.explore.bounds import solver_bound
 from staticsched.frontend.lowering import lower
 from staticsched.frontend.taskgraph import dumps_taskgraph, taskgraph_from_dict
 from staticsched.model.hardware_toml import hardware_from_dict
+from staticsched.tasks.bounds import bound_of
 from staticsched.tasks.matmul.splitk import chunks, pieces
+from staticsched.tasks.matmul.workbound import MatmulBounds
 from staticsched.tasks.space import candidates
 from staticsched.verify import verify
 

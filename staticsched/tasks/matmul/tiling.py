@@ -11,7 +11,9 @@ from staticsched._fields import Problems
 from staticsched.errors import TilingError
 from staticsched.model.hardware import ROLES, Hardware, round_up
 from staticsched.model.vecops import VECOPS
+from staticsched.tasks.bounds import bound_of
 from staticsched.tasks.matmul.task import ACC_BYTES, MatmulTask, Tiling
+from staticsched.tasks.matmul.workbound import MatmulBounds
 
 
 @attrs.frozen
@@ -335,7 +337,16 @@ def derive_tiling(task: MatmulTask, hw: Hardware) -> Tiling:
     if best is None:
         check_tiling(task, Tiling(fm, fn, fk, double_buffer=True), hw)
         raise TilingError(f"task '{task.id}': no tiling fits")  # check_tiling has raised already
-    return resident_rows(task, hw, best[1])
+    return grouped_rows(task, hw, resident_rows(task, hw, best[1]))
+
+
+def _row_step(task: MatmulTask, hw: Hardware, tiling: Tiling) -> int:
+    """Blocks along N that a row of them may take so that there are still at least as many
+    groups as Cube cores: ``ceil(N blocks / ceil(cores / row panels))``."""
+    nm = math.ceil(task.m / tiling.base_m) * task.batches
+    nn = math.ceil(task.n / tiling.base_n)
+    cores = max(1, len(hw.engine_cores("cube")))
+    return math.ceil(nn / min(nn, math.ceil(cores / nm)))
 
 
 def resident_rows(task: MatmulTask, hw: Hardware, tiling: Tiling) -> Tiling:
@@ -356,16 +367,47 @@ def resident_rows(task: MatmulTask, hw: Hardware, tiling: Tiling) -> Tiling:
     """
     if not hw.split:
         return tiling
-    nm = math.ceil(task.m / tiling.base_m) * task.batches
-    nn = math.ceil(task.n / tiling.base_n)
-    cores = max(1, len(hw.engine_cores("cube")))
     if task.reduces:
         step_n = 1
-        if nn < 2:
+        if math.ceil(task.n / tiling.base_n) < 2:
             return tiling
     else:
-        step_n = math.ceil(nn / min(nn, math.ceil(cores / nm)))
+        step_n = _row_step(task, hw, tiling)
         if step_n < 2:
             return tiling
     out = attrs.evolve(tiling, step_n=step_n, resident_a=True)
     return tiling if misfits(task, out, hw) else out
+
+
+def grouped_rows(task: MatmulTask, hw: Hardware, tiling: Tiling) -> Tiling:
+    """``tiling`` with groups of ``step_n`` blocks along N computed K step by K step, each A
+    tile loaded once for the group (Ascend's ``stepN`` with ``depthA1`` below K), where A's
+    panel cannot be resident (:func:`resident_rows` kept ``tiling``) and the grouping's lower
+    bound is below the plain tiling's; else ``tiling`` unchanged.
+
+    A GEMM of 128x128 tiles on ``ascend-a2`` needs as many MTE2 cycles for its two operand
+    tiles per K step as the Cube needs for the step, plus the loads' fixed costs: its MTE2 and
+    its share of the L2 link bound it. Sharing A's tile between ``step_n`` blocks cuts its
+    loads by ``(step_n - 1) / (2 step_n)``; GPT-2-small's down projection (K 3072, whose A
+    panel is 768 KiB) 30,544 -> 27,440 cycles alone. The groups are as long as the grid's
+    parallelism allows (as :func:`resident_rows`), shortened to what fits, double buffered if
+    it fits and else single buffered: the group's accumulators then drain before the next
+    group's first ``mmad`` (one FixPipe per block against a K loop of ``K / base_k`` steps).
+    The choice is made by the tuner's bound of each tiling
+    (:class:`~staticsched.tasks.matmul.workbound.MatmulBounds`), the schedule-free cost model. On
+    a split chip only, as :func:`resident_rows`.
+    """
+    if not hw.split or task.reduces or tiling.reuses or tiling.split_k > 1:
+        return tiling
+    for step_n in range(_row_step(task, hw, tiling), 1, -1):
+        fits = [t for t in (attrs.evolve(tiling, step_n=step_n, double_buffer=db) for db in (True, False))
+                if not misfits(task, t, hw)]
+        if fits:
+            break
+    else:
+        return tiling
+    bounds = MatmulBounds(task, hw)
+    grouped = fits[0]
+    if bound_of([bounds.work(grouped)], hw.cores) < bound_of([bounds.work(tiling)], hw.cores):
+        return grouped
+    return tiling

@@ -19,7 +19,7 @@ lowered graph (:func:`staticsched.solver.bounds.chip_lower_bound`):
   another such tile, so on each core the lives of those tiles (at least their writer and
   reader) follow one another. This is what a single-buffered tiling pays, and what the
   solver's bound, which ignores memory, misses
-  (:func:`~staticsched.explore.bounds.memory_bound` is the same argument on a lowered graph).
+  (:func:`staticsched.explore.bounds.memory_bound` is the same argument on a lowered graph).
 * **chip-wide**, for each pipe: the cycles all units need together, which some core must do at
   least a ``1 / cores`` share of (this adds up over the tasks of a graph); per shared link,
   the bytes of every GM load and store at its whole bandwidth.
@@ -41,12 +41,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from staticsched.explore.bounds import Work, link_cycles
 from staticsched.model.hardware import DTYPE_BYTES, Hardware, round_up
 from staticsched.model.opkinds import KINDS as OPKINDS
 from staticsched.model.opkinds import ItemShape, item_shape
 from staticsched.model.vecops import VECOPS
+from staticsched.tasks.bounds import Work, link_cycles
 from staticsched.tasks.builder import balance_cores
+from staticsched.tasks.matmul.grid import BlockGrid
 
 FP32 = "float32"
 
@@ -87,6 +88,9 @@ class MatmulBounds:
         self.op = _Ops(hw)
         self.fractal = hw.cube.fractal
         self._memo: dict[tuple, Any] = {}
+        # units live on the cores the lowering deals them to: on a split chip the AICs only
+        # (dealt over every core, a GEMM's per-core bound on ascend-a2 was a third of the AICs')
+        self._cube_cores = len(hw.engine_cores("cube"))
 
     def _epilogue(self, r: int, c: int) -> tuple[dict[str, int], int, int, int]:
         """Cycles per pipe from FixPipe to the store, the chain FixPipe -> epilogue -> store,
@@ -238,10 +242,8 @@ class MatmulBounds:
 
     def work(self, tiling: Any) -> Work:
         """The :class:`Work` of ``tiling`` (see the module docstring)."""
-        from staticsched.tasks.matmul import MatmulPlan
-
-        task, cores = self.task, self.hw.cores
-        plan = MatmulPlan(task, tiling)
+        task, cores = self.task, self._cube_cores
+        plan = BlockGrid(task, tiling)
         if getattr(tiling, "split_k", 1) > 1:
             return self._splitk_work(plan)
         steps = (getattr(tiling, "step_m", 1), getattr(tiling, "step_n", 1))
@@ -291,7 +293,7 @@ class MatmulBounds:
         Vector engine) and the partials' traffic are left out, which keeps it a lower bound."""
         from staticsched.tasks.matmul.splitk import chunks
 
-        task, cores = self.task, self.hw.cores
+        task, cores = self.task, self._cube_cores
         kinds = [Counter(e - s for s, e in ch) for ch in chunks(list(plan.k_spans), plan.tiling.split_k)]
         units: list[_Block] = []
         for _ in range(task.batches):
