@@ -96,3 +96,35 @@ def test_the_prefetching_program_verifies_with_numbers(method):
     res = compile_graph(taskgraph_from_dict(_chain()), hw, method=method)
     report = verify(res.program, hw, jitter=2, numeric=True)
     assert report.ok, report.text()
+
+
+def _resident_chain() -> dict:
+    """``h = x @ w1``; ``y = h @ w2`` with ``y``'s rows of two blocks keeping their A panel
+    (``resident_a``; 2 row panels x 4 N blocks, 6 K steps)."""
+    tiling = {"base_m": 128, "base_n": 128, "base_k": 128, "step_n": 2, "resident_a": True}
+    tensors = {"x": {"shape": [256, 256]}, "w1": {"shape": [256, 768]}, "h": {"shape": [256, 768]},
+               "w2": {"shape": [768, 512]}, "y": {"shape": [256, 512]}}
+    tasks = [{"id": "mm1", "type": "matmul", "a": "x", "b": "w1", "out": "h"},
+             {"id": "mm2", "type": "matmul", "a": "h", "b": "w2", "out": "y", "tiling": tiling}]
+    return {"format": "staticsched.taskgraph", "version": 1, "tensors": tensors, "tasks": tasks}
+
+
+@pytest.mark.parametrize("hw_name", ["ascend-a2", "seed-davinci"])
+def test_a_resident_row_loads_its_first_b_tiles_ahead_of_a_on_a_split_chip(hw_name):
+    # B's ring holds two tiles: on a split chip the first block's first two come before its
+    # first A tile, the rest after; on a coupled core A comes first, as before
+    hw = preset(hw_name)
+    pos = _positions(lower(taskgraph_from_dict(_resident_chain()), hw), "mm2")
+    firsts = sorted({i.split(".")[1] for i in pos if i.endswith(".load_a")})
+    assert len(firsts) == 4  # one group per row of two blocks
+    for b in firsts:
+        first_a = pos[f"mm2.{b}.k0.load_a"]
+        before = [s for s in range(6) if pos[f"mm2.{b}.k{s}.load_b"] < first_a]
+        assert before == ([0, 1] if hw.split else []), (hw_name, b)
+
+
+def test_the_resident_prefetching_program_verifies_with_numbers():
+    hw = preset("ascend-a2")
+    res = compile_graph(taskgraph_from_dict(_resident_chain()), hw, method="list")
+    report = verify(res.program, hw, jitter=2, numeric=True)
+    assert report.ok, report.text()

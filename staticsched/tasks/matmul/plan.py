@@ -275,6 +275,13 @@ class MatmulPlan(BlockGrid):
         ring = [em.item(f"{p0}.l1b{r}", "operand", task.dtype, (pk0, pn0))
                 for r in range(self.tiling.buffers)]
         tiles: list[EpilogueTile] = []
+        # the first block's B tiles that fill the ring come before its A tiles in program order
+        # where only A waits for an earlier task (as _prefetch's): they load while that task
+        # runs, and the first K loop after A arrives moves A's bytes and the rest of B's
+        ahead = min(len(ring), len(k_spans)) if self._weights_wait_for_nothing(em) else 0
+        first_b, first_n = row[0][0], row[0][2]
+        for s in range(ahead):
+            self._load(em, f"{task.id}.b{first_b}.k{s}", core, ring[s], "b", b_off, k_spans[s], first_n)
         for j, (b, ms, ns) in enumerate(row):
             p = f"{task.id}.b{b}"
             n0, n1 = ns
@@ -286,7 +293,8 @@ class MatmulPlan(BlockGrid):
                     l1a.append(em.item(f"{q}.l1a", "operand", task.dtype, (pm, pk)))
                     self._load(em, q, core, l1a[s], "a", a_off, (m0, m1), (k0, k1))
                 l1b = ring[(j * len(k_spans) + s) % len(ring)]
-                self._load(em, q, core, l1b, "b", b_off, (k0, k1), (n0, n1))
+                if j or s >= ahead:
+                    self._load(em, q, core, l1b, "b", b_off, (k0, k1), (n0, n1))
                 l0a = em.item(f"{q}.l0a", "cube_a", task.dtype, (pm, pk))
                 em.move(f"{q}.move_a", core, l1a[s], l0a, rows, depth)
                 l0b = em.item(f"{q}.l0b", "cube_b", task.dtype, (pk, pn))
@@ -297,6 +305,12 @@ class MatmulPlan(BlockGrid):
             else:
                 tiles.append(self._epilogue(em, p, core, ms, ns, offs, l0c, (pm, pn)))
         return tiles
+
+    def _weights_wait_for_nothing(self, em: Builder) -> bool:
+        """Whether B's tiles may load ahead of A's in program order: on a split chip, where A
+        is an earlier task's output and B is not (see :meth:`_prefetch`)."""
+        task = self.task
+        return em.hw.split and task.b not in em.stores and task.a in em.stores
 
     def _prefetch(self, em: Builder, rows: int, cols: int, fractal: tuple[int, int, int]) -> int:
         """How many K steps' B tiles a group of ``rows x cols`` blocks loads ahead of the A
@@ -317,12 +331,12 @@ class MatmulPlan(BlockGrid):
         ``seed-davinci``: 14,742 -> 14,844 cycles with them; ``bert_layer`` on ``ascend-a2``:
         23,184 -> 22,800).
         """
-        task, t = self.task, self.tiling
-        if not em.hw.split or task.b in em.stores or task.a not in em.stores:
+        t = self.tiling
+        if not self._weights_wait_for_nothing(em):
             return 0
         fm, fn, fk = fractal
         pk = round_up(t.base_k, fk)
-        tile = max(round_up(t.base_m, fm) * pk, pk * round_up(t.base_n, fn)) * task.elem_bytes
+        tile = max(round_up(t.base_m, fm) * pk, pk * round_up(t.base_n, fn)) * self.task.elem_bytes
         space = em.hw.space(em.space("operand"))
         slots = min(space.capacity // tile, em.hw.sync.event_ids) if space.capacity else em.hw.sync.event_ids
         ahead = (slots - rows) // cols
