@@ -96,12 +96,12 @@ def max_steps_of(hw: Hardware) -> int:
 def _cube_cycles(task: Any, hw: Hardware) -> float:
     """The matmul's time per Cube core: its MACs at the Cube's rate for its operands' dtype or
     its operands' loads at the rate a core can count on, whichever is larger, summed over its
-    blocks as the plan balances them (:meth:`MatmulPlan.work`). An ND operand's load converts
+    blocks as the plan balances them (:meth:`BlockGrid.work`). An ND operand's load converts
     it at its tile's ND2NZ ratio, so a matmul whose loads convert runs longer and hides more
     Vector work. Per-instruction overheads are left out: they depend on the tiling's op
     count, not on the fusion. A matmul with no Cube tiling (explicitly on the Vector engine,
     or none fits) counts its MACs only."""
-    from staticsched.tasks.matmul.plan import MatmulPlan
+    from staticsched.tasks.matmul.grid import BlockGrid
     from staticsched.tasks.matmul.tiling import derive_tiling
 
     assert hw.cube is not None
@@ -112,7 +112,7 @@ def _cube_cycles(task: Any, hw: Hardware) -> float:
         except StaticschedError:
             tiling = None
         if tiling is not None:
-            return sum(MatmulPlan(task, tiling).work(hw)) / ncores
+            return sum(BlockGrid(task, tiling).work(hw)) / ncores
     rates = dict(hw.cube.macs_per_cycle)
     rate = rates.get(task.dtype) or rates["float16"]
     return task.batches * task.m * task.n * task.k / rate / ncores

@@ -9,7 +9,7 @@ lowered graph (:func:`staticsched.solver.bounds.chip_lower_bound`):
 
 * **per core**, for each pipe: blocks (or the row panels of a row-reducing epilogue) are units
   of work that each live on one core. The kind deals them by their estimated cycles
-  (:meth:`~staticsched.tasks.matmul.MatmulPlan.work`, :func:`~staticsched.tasks.builder.
+  (:meth:`~staticsched.tasks.matmul.grid.BlockGrid.work`, :func:`~staticsched.tasks.builder.
   balance_cores`), so each core's share is summed exactly; with L1 reuse steps, whose order
   the bound does not assume, of the ``k * cores + 1`` costliest units some core gets ``k + 1``.
   For the Cube, the shortest chain of loads and moves before any ``mmad`` (its head) and the shortest chain of
