@@ -16,23 +16,37 @@ def requirements(task: AttentionTask, bq: int, bkv: int, hw: Hardware) -> list[t
     block are double buffered so that the Cube computes block j+1 while the Vector unit
     works on block j; K and V alternate in cube_b (one each); O and its fp16 result are one
     per Q block; an additive mask adds its ``1 x block_kv`` fp16 row per K/V block to the
-    vector buffer, double buffered like S."""
+    vector buffer, double buffered like S.
+
+    On a split chip (:mod:`.split`) the AIC's accumulator is drained to GM rings rather than
+    read by its own Vector unit: one S and one P V tile suffice, since FixPipe drains each
+    while the Cube computes the other (the AIC alternates ``S = Q Kᵀ`` and ``P V``); P is
+    single buffered in cube_a, its move overlapping the ``S = Q Kᵀ`` between two ``P V``,
+    while Q stays double buffered so that the next Q block's Q is moved ahead; and each AIV
+    holds half the block's rows (:func:`~.split.half_rows`)."""
     f = hw.cube.fractal if hw.cube is not None else (16, 16, 16)
     pq, pkv = round_up(bq, f[0]), round_up(bkv, f[1])
     pd, pdv = round_up(task.d, f[2]), round_up(task.dv, f[1])
-    stat = round_up(pq * 4, 32)
-    vector = (f"(S {pq}x{pkv}*4 B + P {pq}x{pkv}*2 B + PV {pq}x{pdv}*4 B)*2 buffers + O {pq}x{pdv}*4 B "
-              f"+ O {pq}x{pdv}*2 B + {STATS} row statistics {stat} B",
-              (pq * pkv * 6 + pq * pdv * 4) * 2 + pq * pdv * 6 + STATS * stat)
+    vq = pq // 2 if hw.split else pq  # the vector buffer's rows: one AIV's half on a split chip
+    stat = round_up(vq * 4, 32)
+    vector = (f"(S {vq}x{pkv}*4 B + P {vq}x{pkv}*2 B + PV {vq}x{pdv}*4 B)*2 buffers + O {vq}x{pdv}*4 B "
+              f"+ O {vq}x{pdv}*2 B + {STATS} row statistics {stat} B",
+              (vq * pkv * 6 + vq * pdv * 4) * 2 + vq * pdv * 6 + STATS * stat)
     if task.mask:  # the additive mask's row of each K/V block, double buffered with S
         row = round_up(pkv * 2, 32)
         vector = (f"{vector[0]} + mask 1x{pkv} {row} B*2 buffers", vector[1] + row * 2)
+    if hw.split:
+        cube_a = (f"Q {pq}x{pd}*2 B*2 buffers + P {pq}x{pkv}*2 B", (pq * pd * 2 + pq * pkv) * 2)
+        acc = (f"(S {pq}x{pkv} + PV {pq}x{pdv})*4 B", (pq * pkv + pq * pdv) * 4)
+    else:
+        cube_a = (f"(Q {pq}x{pd} + P {pq}x{pkv})*2 B*2 buffers", (pq * pd + pq * pkv) * 2 * 2)
+        acc = (f"(S {pq}x{pkv} + PV {pq}x{pdv})*4 B*2 buffers", (pq * pkv + pq * pdv) * 4 * 2)
     return [
         ("operand", f"(Q {pq}x{pd} + K {pd}x{pkv} + V {pkv}x{pdv} + P {pq}x{pkv})*2 B*2 buffers",
          (pq * pd + pd * pkv + pkv * pdv + pq * pkv) * 2 * 2),
-        ("cube_a", f"(Q {pq}x{pd} + P {pq}x{pkv})*2 B*2 buffers", (pq * pd + pq * pkv) * 2 * 2),
+        ("cube_a", *cube_a),
         ("cube_b", f"(K {pd}x{pkv} + V {pkv}x{pdv})*2 B", (pd * pkv + pkv * pdv) * 2),
-        ("accumulator", f"(S {pq}x{pkv} + PV {pq}x{pdv})*4 B*2 buffers", (pq * pkv + pq * pdv) * 4 * 2),
+        ("accumulator", *acc),
         ("vector", *vector),
     ]
 
