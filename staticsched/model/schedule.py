@@ -40,7 +40,9 @@ class Schedule:
     stop_reason : str
         What ended the search: ``"optimal"``, ``"deterministic_limit"``, ``"lns_converged"``,
         ``"gap_limit"`` (proven within the relative gap of the lower bound), ``"list"`` (the
-        list scheduler alone), ``"optimal in the solver's stricter model"``, or
+        list scheduler alone), ``"lns_budget_short_of_one_pass"`` (the list schedule kept: the
+        budget could not pay for one pass of LNS windows), ``"optimal in the solver's stricter
+        model"``, or
         a ``"wall_clock_limit ..."`` / ``"optimal (wall-clock mode ...)"`` reason that says the
         result is not reproducible (the ``STOP_*`` names of :mod:`staticsched.solver.budget`).
     stats : tuple of (key, value)

@@ -54,6 +54,9 @@ STOP_WALL_MODE = "wall_clock_limit (wall-clock mode, not reproducible)"
 STOP_WALL_MODE_OPTIMAL = "optimal (wall-clock mode, not reproducible)"
 STOP_CONVERGED = "lns_converged"
 STOP_GAP = "gap_limit"
+#: an LNS not started: its budget cannot pay for one pass of windows over the problem
+#: (:func:`staticsched.solver.lns.covers_one_pass`)
+STOP_LNS_SHORT = "lns_budget_short_of_one_pass"
 
 
 def gap_target(lower: int, gap: float) -> int:

@@ -62,6 +62,23 @@ MAX_WINDOW = 300
 WINDOW_DET = 0.005
 
 
+def covers_one_pass(n: int, seconds: float, workers: int = 1) -> bool:
+    """Whether ``seconds`` of calibrated budget can pay for one pass of windows over an
+    ``n``-op problem, counting only each window's Python overhead (a lower bound on its
+    charge, CP-SAT's own time left out).
+
+    A window moves its ops only within its old span, so a pass that stops early improves the
+    start of the schedule and leaves its end, which decides the makespan, as the list
+    scheduler made it. On the chip-wide problems of ``ascend-a2`` (38,056 ops for the
+    GPT-2-small block, 138,240 for ``matmul_gelu.json``) 60 s paid for 130 of a pass's 846
+    windows and gained 8 cycles of 134,940 on the first, none on the second, for a minute of
+    search each (docs/design.md, refinement 62)."""
+    stride = max(1, WINDOW // 2)
+    windows = -(-max(n - WINDOW, 0) // stride) + 1
+    charge = window_overhead(n, WINDOW) / TARGET
+    return seconds * max(1, workers) >= windows * charge
+
+
 @attrs.frozen
 class LnsResult:
     """The best timetable found, why the search stopped, how many windows ran and improved,

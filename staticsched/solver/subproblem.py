@@ -12,6 +12,7 @@ import attrs
 from staticsched.solver.bounds import lower_bound
 from staticsched.solver.budget import (
     STOP_GAP,
+    STOP_LNS_SHORT,
     STOP_MODEL_OPTIMAL,
     STOP_OPTIMAL,
     STOP_WALL_MODE,
@@ -23,7 +24,7 @@ from staticsched.solver.budget import (
 from staticsched.solver.families.links import fix_rates, rates_of
 from staticsched.solver.feasibility import model_violations
 from staticsched.solver.list_sched import Stuck, Timetable, list_schedule
-from staticsched.solver.lns import improve_lns
+from staticsched.solver.lns import covers_one_pass, improve_lns
 from staticsched.solver.normalize import semi_active
 from staticsched.solver.portfolio import plan, solve_whole
 from staticsched.solver.problem import Problem, relax_flag_slots
@@ -181,6 +182,12 @@ def solve_problem(
                     proven = cp.timetable if cp.status == "optimal" else None
                     if cp.timetable.makespan <= start.makespan:
                         start = cp.timetable
+            elif clock.deterministic and not covers_one_pass(prob.n, grant, clock.workers):
+                if progress is not None:
+                    progress(f"{label}no LNS: {grant:.1f} s cannot pay for one pass of windows over "
+                             f"{prob.n} ops; the list schedule stands")
+                stops.append(STOP_LNS_SHORT)
+                continue
             else:
                 lns = improve_lns(
                     prob, _left_justified(prob, start), seconds=grant, clock=clock, seed=seed,
@@ -209,7 +216,8 @@ def solve_problem(
             if cp_ms <= best_ms:
                 best, offsets, best_ms = norm, start.offsets, cp_ms
         # "feasible": the result went through CP-SAT (a solution or LNS windows), unproven
-        status = "feasible" if start is not found or any(p.kind == "lns" for p in phases) else status
+        searched = any(p.kind == "lns" for p in phases) and STOP_LNS_SHORT not in stops
+        status = "feasible" if start is not found or searched else status
         model_optimal = proven is start and cp_ms == objective
         if best_ms <= bound.value or (model_optimal and exact):
             status, stop = "optimal", STOP_OPTIMAL

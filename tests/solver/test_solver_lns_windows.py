@@ -5,6 +5,7 @@ edges" in normalisation, after a window moved an item onto bytes another item he
 import importlib
 
 import attrs
+import pytest
 
 from staticsched.model.hardware import SyncModel
 from staticsched.model.pools import PoolKey
@@ -117,3 +118,29 @@ def test_a_search_timetable_that_breaks_the_model_leaves_the_list_schedule(monke
     res = solve_mod.solve_problem(prob, "cpsat", Clock("deterministic", 1.0, 30.0), 0, progress=lines.append)
     assert res.makespan == res.list_makespan
     assert any("breaks the model" in line for line in lines)
+
+
+def test_an_lns_whose_budget_cannot_pay_for_one_pass_is_not_started(monkeypatch):
+    from staticsched.solver.budget import STOP_LNS_SHORT
+    from staticsched.solver.lns import covers_one_pass
+
+    # GPT-2-small's chip-wide problem on ascend-a2 (38,056 ops) in a minute: no; a
+    # 5,000-op core in a minute: yes; two lanes pay for twice the windows
+    assert not covers_one_pass(38_056, 60.0)
+    assert covers_one_pass(5_000, 60.0)
+    assert not covers_one_pass(20_000, 15.0) and covers_one_pass(20_000, 15.0, workers=3)
+    prob, _ = held_past_the_window()  # its list schedule (120) is above the bound (100)
+
+    def never(prob, tt, **kwargs):
+        raise AssertionError("the LNS ran")
+
+    monkeypatch.setattr(solve_mod, "plan", lambda shape: (Phase("lns", 1.0),))
+    monkeypatch.setattr(solve_mod, "improve_lns", never)
+    lines = []
+    res = solve_mod.solve_problem(prob, "cpsat", Clock("deterministic", 1e-4, 30.0), 0, progress=lines.append)
+    assert res.makespan == res.list_makespan
+    assert (res.status, res.stop_reason) == ("heuristic", STOP_LNS_SHORT)
+    assert any("cannot pay for one pass of windows over 6 ops" in line for line in lines)
+    # with a budget that pays for it, the LNS runs
+    with pytest.raises(AssertionError, match="the LNS ran"):
+        solve_mod.solve_problem(prob, "cpsat", Clock("deterministic", 1.0, 30.0), 0)
