@@ -6,6 +6,7 @@ from staticsched._fields import Problems
 from staticsched.errors import TilingError
 from staticsched.model.hardware import Hardware, round_up
 from staticsched.tasks.attention.task import AttentionTask, AttentionTiling
+from staticsched.tasks.matmul.split import halves
 
 #: per-row statistics a Q block keeps in the vector buffer (m, l, alpha and their successors)
 STATS = 6
@@ -27,7 +28,7 @@ def requirements(task: AttentionTask, bq: int, bkv: int, hw: Hardware) -> list[t
     f = hw.cube.fractal if hw.cube is not None else (16, 16, 16)
     pq, pkv = round_up(bq, f[0]), round_up(bkv, f[1])
     pd, pdv = round_up(task.d, f[2]), round_up(task.dv, f[1])
-    vq = pq // 2 if hw.split else pq  # the vector buffer's rows: one AIV's half on a split chip
+    vq = halves(pq)[0][1] if hw.split else pq  # the vector buffer's rows: an AIV's larger half
     stat = round_up(vq * 4, 32)
     vector = (f"(S {vq}x{pkv}*4 B + P {vq}x{pkv}*2 B + PV {vq}x{pdv}*4 B)*2 buffers + O {vq}x{pdv}*4 B "
               f"+ O {vq}x{pdv}*2 B + {STATS} row statistics {stat} B",
