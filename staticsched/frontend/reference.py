@@ -39,7 +39,8 @@ def make_inputs(tg: TaskGraph, seed: int = 0) -> dict[str, np.ndarray]:
     ``[-1, 1)``, scaled as the tasks reading them ask (a matmul's ``b`` operand by
     ``1/sqrt(K)``, so that a K-long dot product has a standard deviation of about ``1/3``
     whatever K is — fp16 stays well scaled and gelu sees both of its regimes), and in
-    ``[0.5, 1.5)`` for operands an op needs positive (a square root's, a divisor's).
+    ``[0.5, 1.5)`` for operands an op needs positive (a square root's, a divisor's; ``[1, 2)``
+    for ``acosh``'s).
 
     Parameters
     ----------
@@ -57,7 +58,10 @@ def make_inputs(tg: TaskGraph, seed: int = 0) -> dict[str, np.ndarray]:
     """
     rng = np.random.default_rng(seed)
     scales = _input_scales(tg)
-    positive = {name for task in tg.tasks for name in kind_of(task).positive_inputs(task)}
+    positive: dict[str, float] = {}
+    for task in tg.tasks:
+        for name, least in kind_of(task).positive_inputs(task).items():
+            positive[name] = max(least, positive.get(name, least))
     out = {}
     for name in tg.input_names:
         decl = tg.tensor_map[name]
@@ -67,8 +71,8 @@ def make_inputs(tg: TaskGraph, seed: int = 0) -> dict[str, np.ndarray]:
             out[name] = as_dtype(tg.constants[name], decl.dtype)
             continue
         values = rng.uniform(-1.0, 1.0, size=shape)
-        if name in positive:  # a square root's operand, a divisor: [0.5, 1.5)
-            values = np.abs(values) + 0.5
+        if name in positive:  # a square root's operand, a divisor: [0.5, 1.5); acosh's [1, 2)
+            values = np.abs(values) + positive[name]
         values = values * scales.get(name, 1.0)
         out[name] = as_dtype(values, decl.dtype)
     return out

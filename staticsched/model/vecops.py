@@ -153,6 +153,28 @@ def _scalar(a: Mapping[str, Any]) -> np.float32:
     return _F32(a.get("scalar", 0.0))
 
 
+def softplus(x: np.ndarray) -> np.ndarray:
+    """``log(1 + exp(x))`` in float32, as ``max(x, 0) + log1p(exp(-|x|))`` (no overflow)."""
+    x = x.astype(_F32)
+    return (np.maximum(x, _F32(0)) + np.log1p(np.exp(-np.abs(x)))).astype(_F32)
+
+
+def _elu(x: np.ndarray, alpha: np.float32) -> np.ndarray:
+    # exp of the negative side only: a large positive x would overflow to inf for nothing
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, _F32(0)))).astype(_F32)
+
+
+def _celu(x: np.ndarray, alpha: np.float32) -> np.ndarray:
+    # ONNX's formula as it stands: with a negative alpha the exp's overflow is its value (-inf)
+    with np.errstate(over="ignore", invalid="ignore"):
+        neg = alpha * np.expm1(x / alpha)
+    return (np.maximum(x, _F32(0)) + np.minimum(neg, _F32(0))).astype(_F32)
+
+
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    return (x * np.clip(x * _F32(1.0 / 6.0) + _F32(0.5), _F32(0), _F32(1))).astype(_F32)
+
+
 def _causal_mask(x: np.ndarray, a: Mapping[str, Any]) -> np.ndarray:
     """``-inf`` where the key index ``col0 + j`` is past the query index ``row0 + i``."""
     rows, cols = x.shape
@@ -179,6 +201,8 @@ class VecOp:
     #: operands (by position) the verifier's drawn inputs keep in [0.5, 1.5): a square root's
     #: domain, a divisor away from 0 (:func:`staticsched.frontend.reference.make_inputs`)
     positive: tuple[int, ...] = attrs.field(converter=tuple, default=())
+    #: the lower end of those drawn operands, ``[least, least + 1)`` (``acosh``'s domain is 1 up)
+    least: float = 0.5
 
     @property
     def arity(self) -> int:
@@ -271,7 +295,73 @@ VECOPS: dict[str, VecOp] = {
         # [assumption] a division: two passes
         _op("rdivs", _FULL, "full", 2.0, lambda x, a: _scalar(a) / x[0], "value / x", scalar="required",
             positive=(0,)),
+        # the rest of ONNX's unary float ops. Their passes count the instruction sequence each
+        # composes: k one-pass steps (add, multiply, compare/select, abs, a rounding cast) cost
+        # k passes; each exp, log, square root or division costs what exp costs (2 passes here,
+        # 4 on ascend-a2's preset). [assumption] every count below is such a sequence.
+        _op("abs", _FULL, "full", 1.0, lambda x, a: np.abs(x[0]), "|x|"),
+        # two compare/selects
+        _op("sign", _FULL, "full", 2.0, lambda x, a: np.sign(x[0]), "sign(x): -1, 0 or 1"),
+        # one conversion with a rounding mode each
+        _op("floor", _FULL, "full", 1.0, lambda x, a: np.floor(x[0]), "floor(x)"),
+        _op("ceil", _FULL, "full", 1.0, lambda x, a: np.ceil(x[0]), "ceil(x)"),
+        _op("round", _FULL, "full", 1.0, lambda x, a: np.rint(x[0]), "x rounded half to even"),
+        _op("log", _FULL, "full", 2.0, lambda x, a: np.log(x[0]), "log(x)", positive=(0,)),
+        # a range reduction (2 steps) and an odd or even polynomial by Horner's rule (6 steps)
+        _op("sin", _FULL, "full", 8.0, lambda x, a: np.sin(x[0]), "sin(x)"),
+        _op("cos", _FULL, "full", 8.0, lambda x, a: np.cos(x[0]), "cos(x)"),
+        # sin and cos (16) and a division (2)
+        _op("tan", _FULL, "full", 18.0, lambda x, a: np.tan(x[0]), "tan(x)"),
+        # a reduction to [0, 1] by a division (2), a polynomial (6), the fix-up (2)
+        _op("atan", _FULL, "full", 10.0, lambda x, a: np.arctan(x[0]), "atan(x)"),
+        # atan(x / sqrt(1 - x*x)): atan (10), two steps, a square root and a division (4)
+        _op("asin", _FULL, "full", 16.0, lambda x, a: np.arcsin(x[0]), "asin(x)"),
+        _op("acos", _FULL, "full", 16.0, lambda x, a: np.arccos(x[0]), "acos(x)"),
+        # exp(x) and its reciprocal (4), a subtract or add and a halving (2)
+        _op("sinh", _FULL, "full", 6.0, lambda x, a: np.sinh(x[0]), "sinh(x)"),
+        _op("cosh", _FULL, "full", 6.0, lambda x, a: np.cosh(x[0]), "cosh(x)"),
+        # log(x + sqrt(x*x +- 1)): three steps, a square root and a log (4)
+        _op("asinh", _FULL, "full", 7.0, lambda x, a: np.arcsinh(x[0]), "asinh(x)"),
+        _op("acosh", _FULL, "full", 7.0, lambda x, a: np.arccosh(x[0]), "acosh(x)", positive=(0,),
+            least=1.0),
+        # 0.5 * log((1 + x) / (1 - x)): three steps, a division and a log (4)
+        _op("atanh", _FULL, "full", 7.0, lambda x, a: np.arctanh(x[0]), "atanh(x)"),
+        # max(x, 0) + log(1 + exp(-|x|)): five steps, an exp and a log (4)
+        _op("softplus", _FULL, "full", 9.0, lambda x, a: softplus(x[0]), "log(1 + exp(x))"),
+        # |x|, + 1 and a division (2)
+        _op("softsign", _FULL, "full", 4.0, lambda x, a: x[0] / (_F32(1) + np.abs(x[0])), "x / (1 + |x|)"),
+        # softplus (9), tanh (2) and a multiply
+        _op("mish", _FULL, "full", 12.0, lambda x, a: x[0] * np.tanh(softplus(x[0])),
+            "x * tanh(softplus(x))"),
+        # a multiply and a compare/select
+        _op("leaky_relu", _FULL, "full", 2.0, lambda x, a: np.where(x[0] >= 0, x[0], _scalar(a) * x[0]),
+            "x if x >= 0 else value * x", scalar="required"),
+        _op("thresholded_relu", _FULL, "full", 2.0,
+            lambda x, a: np.where(x[0] > _scalar(a), x[0], _F32(0)), "x if x > value else 0",
+            scalar="required"),
+        # an exp (2), a subtract, a multiply and a compare/select
+        _op("elu", _FULL, "full", 5.0, lambda x, a: _elu(x[0], _scalar(a)),
+            "x if x > 0 else value * (exp(x) - 1)", scalar="required"),
+        # a multiply by 1 / value, an exp (2), a subtract, a multiply, a min, a max and an add
+        _op("celu", _FULL, "full", 8.0, lambda x, a: _celu(x[0], _scalar(a)),
+            "max(0, x) + min(0, value * (exp(x / value) - 1))", scalar="required"),
+        # a multiply-add, a max, a min and a multiply
+        _op("hard_swish", _FULL, "full", 4.0, lambda x, a: _hard_swish(x[0]),
+            "x * max(0, min(1, x / 6 + 1 / 2))"),
+        # a multiply, a sigmoid (2) and a multiply
+        _op("swish", _FULL, "full", 4.0, lambda x, a: x[0] * sigmoid(_scalar(a) * x[0]),
+            "x * sigmoid(value * x)", scalar="required"),
+        _op("maxs", _FULL, "full", 1.0, lambda x, a: np.maximum(x[0], _scalar(a)), "max(x, value)",
+            scalar="required"),
+        _op("mins", _FULL, "full", 1.0, lambda x, a: np.minimum(x[0], _scalar(a)), "min(x, value)",
+            scalar="required"),
+        _op("min", _TWO, "full", 1.0, lambda x, a: np.minimum(x[0], x[1]), "min(x, y)"),
+        # a multiply and a compare/select
+        _op("prelu", _TWO, "full", 2.0, lambda x, a: np.where(x[0] >= 0, x[0], x[1] * x[0]),
+            "x if x >= 0 else y * x"),
         # a column operand [1, N]: one value per column
+        _op("prelu_col", _COL, "full", 2.0, lambda x, a: np.where(x[0] >= 0, x[0], x[1] * x[0]),
+            "x if x >= 0 else s * x (s of shape [N])"),
         _op("bias", _COL, "full", 1.0, lambda x, a: x[0] + x[1], "x + b (b of shape [N])"),
         _op("mul_col", _COL, "full", 1.0, lambda x, a: x[0] * x[1], "x * g (g of shape [N])"),
         _op("sub_col", _COL, "full", 1.0, lambda x, a: x[0] - x[1], "x - g (g of shape [N])"),

@@ -285,8 +285,9 @@ class TaskKind:
         ``task -> {tensor: factor}``: how the seeded inputs of its operands are scaled (the
         matmul's ``b`` by ``1/sqrt(K)``), so that values stay well conditioned.
     positive_inputs : callable
-        ``task -> tensor names`` whose seeded values are drawn in [0.5, 1.5), not [-1, 1): the
-        operands its ops need positive (a square root's, a divisor), :attr:`VecOp.positive`.
+        ``task -> {tensor: least}``: the operands its ops need positive (a square root's, a
+        divisor, :attr:`VecOp.positive`), whose seeded values are drawn in
+        ``[least, least + 1)`` rather than ``[-1, 1)``.
     cube_operands : callable
         ``task -> tensor names`` its lowering loads from global memory as the Cube's operands
         (a Cube matmul's ``a`` and ``b``): the only reads a tensor's ``"NZ"`` layout is for.
@@ -302,7 +303,7 @@ class TaskKind:
     needs: Callable[[Any, Hardware], list[str]]
     reference: Callable[[Any, Mapping[str, np.ndarray]], dict[str, np.ndarray]]
     input_scales: Callable[[Any], dict[str, float]] = lambda task: {}
-    positive_inputs: Callable[[Any], tuple[str, ...]] = lambda task: ()
+    positive_inputs: Callable[[Any], dict[str, float]] = lambda task: {}
     cube_operands: Callable[[Any], tuple[str, ...]] = lambda task: ()
     ops: tuple[str, ...] = attrs.field(converter=tuple, default=())
 

@@ -254,9 +254,11 @@ def reference(task: ElementwiseTask, env: Mapping[str, np.ndarray]) -> dict[str,
     return {task.out: VECOPS[task.op].apply(args, {"scalar": value}).astype(numpy_dtype(task.out_dtype))}
 
 
-def positive_inputs(task: ElementwiseTask) -> tuple[str, ...]:
-    """The inputs the op needs positive (:attr:`VecOp.positive`)."""
-    return tuple(task.inputs[i] for i in VECOPS[task.op].positive if i < len(task.inputs))
+def positive_inputs(task: ElementwiseTask) -> dict[str, float]:
+    """The inputs the op needs positive (:attr:`VecOp.positive`), each with the lower end of
+    its drawn values (:attr:`VecOp.least`)."""
+    vop = VECOPS[task.op]
+    return {task.inputs[i]: vop.least for i in vop.positive if i < len(task.inputs)}
 
 
 KIND = TaskKind(

@@ -249,7 +249,7 @@ def _tensor_set(name: str, body):
         (_tensor_set("x", {"shape": [256, 256], "dtype": "float32"}),
          ["task 'mm': operands of different dtypes", "a 'x' is float32", "b 'w' is float16"]),
         # ops
-        (_task_set("act", "op", "sinh"), ["task 'act': 'op' = 'sinh' is not one of"]),
+        (_task_set("act", "op", "sinc"), ["task 'act': 'op' = 'sinc' is not one of"]),
         (_step_set(3, "op", "logsoftmax"), ["task 'mm': epilogue[3]: 'op' = 'logsoftmax' is not one of"]),
         (_task_set("act", "inputs", ["y"]), ["task 'act': op 'add' takes 2 input(s), got 1"]),
         (_step_set(2, "value", None), ["task 'mm': epilogue[2]: 'value' must be a number, got None"]),
@@ -289,7 +289,7 @@ def test_every_problem_is_reported_at_once():
     def mutate(d):
         d["colour"] = 1
         _task(d, "mm")["a"] = "nope"
-        _task(d, "act")["op"] = "sinh"
+        _task(d, "act")["op"] = "sinc"
         d["tensors"]["z"] = {"shape": [-1]}
 
     lines = _error(mutate).splitlines()

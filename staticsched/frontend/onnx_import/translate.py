@@ -158,14 +158,14 @@ def _form(tr: Translator, name: str, out: tuple[int, ...]) -> str:
 #: (onnx op, form of the broadcast operand, whether it is the left one) -> Vector op
 _BINARY = {
     ("Add", "full"): "add", ("Sub", "full"): "sub", ("Mul", "full"): "mul", ("Div", "full"): "div",
-    ("Max", "full"): "max",
+    ("Max", "full"): "max", ("Min", "full"): "min", ("PRelu", "full"): "prelu", ("PRelu", "col"): "prelu_col",
     ("Add", "col"): "bias", ("Sub", "col"): "sub_col", ("Mul", "col"): "mul_col", ("Div", "col"): "div_col",
     ("Add", "row"): "add_row", ("Sub", "row"): "sub_row", ("Mul", "row"): "mul_row", ("Div",
                                                                                       "row"): "div_row",
     ("Sub", "col", "left"): "rsub_col", ("Div", "col", "left"): "rdiv_col",
     ("Sub", "row", "left"): "rsub_row", ("Div", "row", "left"): "rdiv_row",
 }
-_COMMUTES = ("Add", "Mul", "Max")
+_COMMUTES = ("Add", "Mul", "Max", "Min")
 
 
 def _scalar_op(op: str, value: float, left: bool) -> tuple[str, float] | None:
@@ -177,6 +177,10 @@ def _scalar_op(op: str, value: float, left: bool) -> tuple[str, float] | None:
         return ("rsubs", value) if left else ("adds", -value)
     if op == "Div":
         return ("rdivs", value) if left else ("scale", 1.0 / value)
+    if op in ("Max", "Min"):
+        return ("maxs" if op == "Max" else "mins", value)
+    if op == "PRelu" and not left:
+        return ("leaky_relu", value)
     return None
 
 
@@ -188,7 +192,12 @@ def _binary(tr: Translator, node: Node) -> None:
     fa, fb = _form(tr, a, out), _form(tr, b, out)
     for name, f in ((a, fa), (b, fb)):
         if f == "other" and not isinstance(tr.env[name], GM):
-            tr.env[name] = np.broadcast_to(np.asarray(tr.env[name]), out)
+            const = np.asarray(tr.env[name])
+            try:
+                tr.env[name] = np.broadcast_to(const, out)
+            except ValueError:
+                raise tr.fail(f"operand '{name}' {list(const.shape)} does not broadcast to the output "
+                              f"{list(out)} (NumPy's rules)") from None
     fa, fb = _form(tr, a, out), _form(tr, b, out)
     left = False
     if fa != "full" and fb == "full":
@@ -250,7 +259,16 @@ def _emit_elementwise(tr: Translator, node: Node, body: dict[str, Any], x: GM) -
 
 
 _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Exp": "exp", "Sqrt": "sqrt",
-          "Reciprocal": "reciprocal", "Neg": "neg"}
+          "Reciprocal": "reciprocal", "Neg": "neg", "Abs": "abs", "Sign": "sign", "Floor": "floor",
+          "Ceil": "ceil", "Round": "round", "Log": "log", "Sin": "sin", "Cos": "cos", "Tan": "tan",
+          "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh",
+          "Acosh": "acosh", "Atanh": "atanh", "Softplus": "softplus", "Softsign": "softsign", "Mish": "mish",
+          "HardSwish": "hard_swish"}
+
+#: op type -> (Vector op, its ONNX attribute read as the op's ``value``, that attribute's default)
+_UNARY_ALPHA = {"LeakyRelu": ("leaky_relu", "alpha", 0.01), "Elu": ("elu", "alpha", 1.0),
+                "Celu": ("celu", "alpha", 1.0), "ThresholdedRelu": ("thresholded_relu", "alpha", 1.0),
+                "Swish": ("swish", "alpha", 1.0)}
 
 
 def _unary(tr: Translator, node: Node, op: str | None = None, value: float | None = None) -> None:
@@ -262,6 +280,81 @@ def _unary(tr: Translator, node: Node, op: str | None = None, value: float | Non
     if value is not None:
         body["value"] = value
     _emit_elementwise(tr, node, body, x)
+
+
+def _unary_alpha(tr: Translator, node: Node) -> None:
+    op, key, default = _UNARY_ALPHA[node.op]
+    _unary(tr, node, op, float(node.attrs.get(key, default)))
+
+
+def _chain(tr: Translator, node: Node, steps: list[tuple[str, float]]) -> None:
+    """``node``'s one input through the ``(op, value)`` steps, one elementwise task each; the
+    steps between write values named after the node's output."""
+    out = node.outputs[0]
+    shape = tr.shape(out)
+    cur = node.inputs[0]
+    for j, (op, value) in enumerate(steps):
+        nxt = out if j == len(steps) - 1 else f"{out}/{op}"
+        tr.net.shapes[nxt] = shape
+        _unary(tr, Node(f"{node.name}/{op}" if len(steps) > 1 else node.name, node.op, [cur], [nxt], {}),
+               op, value)
+        cur = nxt
+
+
+def _selu(tr: Translator, node: Node) -> None:
+    alpha = float(node.attrs.get("alpha", 1.67326319217681884765625))
+    gamma = float(node.attrs.get("gamma", 1.05070102214813232421875))
+    _chain(tr, node, [("elu", alpha), ("scale", gamma)])
+
+
+def _hard_sigmoid(tr: Translator, node: Node) -> None:
+    alpha = float(node.attrs.get("alpha", 0.2))
+    beta = float(node.attrs.get("beta", 0.5))
+    _chain(tr, node, [("scale", alpha), ("adds", beta), ("maxs", 0.0), ("mins", 1.0)])
+
+
+def _clip(tr: Translator, node: Node) -> None:
+    bounds: list[float | None] = [None, None]
+    if "min" in node.attrs or "max" in node.attrs:  # opset 6 and before: attributes
+        bounds = [node.attrs.get("min"), node.attrs.get("max")]
+    for j, name in enumerate(node.inputs[1:3]):
+        if not name:
+            continue
+        v = tr.env[name]
+        if isinstance(v, GM) or _scalar(v) is None:
+            raise tr.fail(f"bound '{name}' is computed: only constant bounds are supported")
+        bounds[j] = _scalar(v)
+    steps = [(op, float(b)) for op, b in (("maxs", bounds[0]), ("mins", bounds[1])) if b is not None]
+    if not steps:
+        _alias(tr, Node(node.name, "Identity", node.inputs[:1], node.outputs, {}))
+        return
+    _chain(tr, node, steps)
+
+
+#: N-ary op type -> the binary op type its inputs are folded by
+_NARY = {"Sum": "Add", "Mean": "Add", "Max": "Max", "Min": "Min"}
+
+
+def _nary(tr: Translator, node: Node) -> None:
+    """``Sum``/``Mean``/``Max``/``Min`` of N inputs: a left fold of binary tasks (a Mean then
+    scaled by 1/N); one input is a view of it."""
+    ins = [x for x in node.inputs if x]
+    out = node.outputs[0]
+    if len(ins) == 1 and node.op != "Mean":
+        _alias(tr, Node(node.name, "Identity", ins, node.outputs, {}))
+        return
+    scaled = node.op == "Mean"
+    cur = ins[0]
+    for j, x in enumerate(ins[1:]):
+        last = j == len(ins) - 2 and not scaled
+        nxt = out if last else f"{out}/{j}"
+        if not last:
+            tr.net.shapes[nxt] = tuple(np.broadcast_shapes(_shape_of(tr, cur), _shape_of(tr, x)))
+        _binary(tr, Node(f"{node.name}/{j}" if len(ins) > 2 or scaled else node.name, _NARY[node.op],
+                         [cur, x], [nxt], {}))
+        cur = nxt
+    if scaled:
+        _unary(tr, Node(f"{node.name}/mean", "Mul", [cur], [out], {}), "scale", 1.0 / len(ins))
 
 
 def _gelu(tr: Translator, node: Node) -> None:
@@ -477,9 +570,10 @@ def _attention(tr: Translator, node: Node) -> None:
 HANDLERS: dict[str, Callable[[Translator, Node], None]] = {
     "Identity": _alias, "Reshape": _alias, "Flatten": _alias, "Squeeze": _alias, "Unsqueeze": _alias,
     "Cast": _cast, "Dropout": _dropout, "Transpose": _transpose,
-    "Add": _binary, "Sub": _binary, "Mul": _binary, "Div": _binary, "Max": _binary,
-    "Relu": _unary, "Sigmoid": _unary, "Tanh": _unary, "Erf": _unary, "Exp": _unary, "Sqrt": _unary,
-    "Reciprocal": _unary, "Neg": _unary, "Gelu": _gelu, "Pow": _pow,
+    "Add": _binary, "Sub": _binary, "Mul": _binary, "Div": _binary, "PRelu": _binary,
+    "Sum": _nary, "Mean": _nary, "Max": _nary, "Min": _nary,
+    **dict.fromkeys(_UNARY, _unary), **dict.fromkeys(_UNARY_ALPHA, _unary_alpha),
+    "Selu": _selu, "HardSigmoid": _hard_sigmoid, "Clip": _clip, "Gelu": _gelu, "Pow": _pow,
     "MatMul": _matmul, "Gemm": _gemm,
     "Softmax": _softmax, "LayerNormalization": _layernorm,
     "ReduceMean": _reduce, "ReduceSum": _reduce, "ReduceMax": _reduce,
