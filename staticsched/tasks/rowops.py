@@ -1,4 +1,5 @@
-"""Row reductions built from Vector ops: softmax, layernorm, rmsnorm, rowmax, rowsum.
+"""Row reductions built from Vector ops: softmax, log_softmax, layernorm, rmsnorm, rowmax,
+rowsum.
 
 Each is a sequence of ops of the vec-op table over the column blocks that one row spans,
 with per-row statistics (``[rows, 1]`` fp32 items in the vector buffer). How a row spanning
@@ -7,7 +8,8 @@ several blocks is combined depends on where the blocks are:
 - **resident** — every block of the rows is in the vector buffer (a matmul epilogue keeps its
   row panel on chip; a row that fits one tile). The statistics are a sweep over the blocks,
   then the blocks are normalised in place: ``two-pass`` (``single`` when there is one block).
-  softmax: row max over the blocks; ``exp(x - max)`` and its row sum; divide. layernorm: row
+  softmax: row max over the blocks; ``exp(x - max)`` and its row sum; divide (log_softmax:
+  ``x - (max + log(sum))``, its exps in the work tiles so that the tiles keep ``x``). layernorm: row
   sum -> mean; centre; sum of squares -> ``rsqrt(var + eps)``; scale and shift.
 - **streamed** — the row does not fit the buffer, so a statistics pass loads each block and
   a second pass loads it again to normalise and store it. softmax keeps a running maximum
@@ -138,6 +140,29 @@ def softmax_resident(ctx: Ctx, blocks: Sequence[Block], eps: float, out: str) ->
         c("div", "div_row", s, last=True)
 
 
+def _log_sum(ctx: Ctx, m: str, s: str) -> None:
+    """``s = m + log(s)``: the row's log-sum-exp from its max and its sum of ``exp(x - m)``."""
+    ctx.vec("log", "log", (s,), s)
+    ctx.vec("lse", "add", (s, m), s)
+
+
+def log_softmax_resident(ctx: Ctx, blocks: Sequence[Block], eps: float, out: str) -> None:
+    # exp(x - max) goes to the work tiles, so the tiles keep x for the last step: x - lse, not
+    # log(exp(x - max)) - log(sum), which an exp that underflows would make -inf
+    m = ctx.stat("max")
+    for j, b in enumerate(blocks):
+        _reduce(ctx, f"j{j}.rowmax", "rowmax", b.tile, m if j else None, m, b.cols)
+    s = ctx.stat("sum")
+    for j, b in enumerate(blocks):
+        c = Chain(ctx, j, b)
+        c("sub", "sub_row", m)
+        c("exp", "exp")
+        _reduce(ctx, f"j{j}.rowsum", "rowsum", c.cur, s if j else None, s, b.cols)
+    _log_sum(ctx, m, s)
+    for j, b in enumerate(blocks):
+        ctx.vec(f"j{j}.out", "sub_row", (b.tile, s), b.tile, b.cols)
+
+
 def _norm_finish(ctx: Ctx, q: str, eps: float) -> None:
     ctx.vec("var", "scale", (q,), q, scalar=1.0 / ctx.n)
     ctx.vec("eps", "adds", (q,), q, scalar=eps)
@@ -188,7 +213,9 @@ Load = Callable[[int, int], Block]
 Store = Callable[[int, Block], None]
 
 
-def softmax_streamed(ctx: Ctx, nblocks: int, load: Load, store: Store, eps: float, out: str) -> None:
+def _online_sum(ctx: Ctx, nblocks: int, load: Load) -> tuple[str, str]:
+    """Pass 1 of a streamed softmax: the running max and the sum of ``exp(x - max)``, rescaled
+    by ``exp(m_old - m_new)`` as the max grows; the last max and the sum."""
     s = ctx.stat("sum")
     m_prev = ""
     for j in range(nblocks):
@@ -205,12 +232,26 @@ def softmax_streamed(ctx: Ctx, nblocks: int, load: Load, store: Store, eps: floa
         c("exp", "exp")
         _reduce(ctx, f"j{j}.rowsum", "rowsum", c.cur, s if j else None, s, b.cols)
         m_prev = m
+    return m_prev, s
+
+
+def softmax_streamed(ctx: Ctx, nblocks: int, load: Load, store: Store, eps: float, out: str) -> None:
+    m, s = _online_sum(ctx, nblocks, load)
     for j in range(nblocks):
         b = load(j, 2)
         c = Chain(ctx, j, b)
-        c("sub2", "sub_row", m_prev)
+        c("sub2", "sub_row", m)
         c("exp2", "exp")
         c("div", "div_row", s, last=True)
+        store(j, b)
+
+
+def log_softmax_streamed(ctx: Ctx, nblocks: int, load: Load, store: Store, eps: float, out: str) -> None:
+    m, s = _online_sum(ctx, nblocks, load)
+    _log_sum(ctx, m, s)
+    for j in range(nblocks):
+        b = load(j, 2)
+        Chain(ctx, j, b)("out", "sub_row", s, last=True)
         store(j, b)
 
 
@@ -268,6 +309,11 @@ def _softmax_ref(x: np.ndarray, g, b, eps: float) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True, dtype=_F32)
 
 
+def _log_softmax_ref(x: np.ndarray, g, b, eps: float) -> np.ndarray:
+    m = x.max(axis=1, keepdims=True)
+    return x - (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True, dtype=_F32)))
+
+
 def _layernorm_ref(x: np.ndarray, g, b, eps: float) -> np.ndarray:
     mean = x.mean(axis=1, keepdims=True, dtype=_F32)
     xc = x - mean
@@ -307,6 +353,9 @@ class RowOp:
     streamed: Callable[..., None] = attrs.field(eq=False, repr=False)
     ref: Callable[..., np.ndarray] = attrs.field(eq=False, repr=False)
     formula: str = ""
+    #: whether a matmul epilogue may end with it: its resident form works in place on the
+    #: tiles (log_softmax needs the tiles' x after the sum, so it runs as a task of its own)
+    epilogue: bool = True
 
     def reference(self, x: np.ndarray, gamma: np.ndarray | None = None, beta: np.ndarray | None = None,
                   eps: float = 0.0) -> np.ndarray:
@@ -317,7 +366,7 @@ class RowOp:
     def uses_work(self, gamma: bool) -> bool:
         """Whether the standalone form needs an fp32 work tile per block (its normalising
         chain has more than one op)."""
-        return self.name in ("softmax", "layernorm") or (self.name == "rmsnorm" and gamma)
+        return self.name in ("softmax", "log_softmax", "layernorm") or (self.name == "rmsnorm" and gamma)
 
     def resident_combine(self, nblocks: int) -> str:
         return "single" if nblocks == 1 else "two-pass"
@@ -345,6 +394,8 @@ ROWOPS: dict[str, RowOp] = {
     for op in (
         RowOp("softmax", "full", (), False, "online", softmax_resident, softmax_streamed, _softmax_ref,
               "exp(x - max) / sum(exp(x - max)) per row"),
+        RowOp("log_softmax", "full", (), False, "online", log_softmax_resident, log_softmax_streamed,
+              _log_softmax_ref, "x - max - log(sum(exp(x - max))) per row", epilogue=False),
         RowOp("layernorm", "full", ("gamma", "beta"), True, "two-pass", layernorm_resident,
               layernorm_streamed, _layernorm_ref, "(x - mean) / sqrt(var + eps) * gamma + beta per row"),
         RowOp("rmsnorm", "full", ("gamma",), True, "two-pass", rmsnorm_resident, rmsnorm_streamed,

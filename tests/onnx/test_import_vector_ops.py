@@ -1,7 +1,8 @@
 """The ONNX ops that became Vector op sequences: which elementwise tasks each one imports as
 (one op, or the composed chain of ``Selu``, ``HardSigmoid``, ``Clip`` and the N-ary
 ``Sum``/``Mean``/``Max``/``Min``), the values that reach each task, and their numbers against
-ONNX's reference evaluator; and the one-line refusals of what stays out."""
+ONNX's reference evaluator; ``LogSoftmax`` on rows whose exps underflow; and the one-line
+refusals of what stays out."""
 
 from __future__ import annotations
 
@@ -105,3 +106,20 @@ def test_what_stays_out_is_refused_in_one_line(case):
     with pytest.raises(ModelError) as err:
         import_model(model, "seed-davinci")
     assert len(err.value.problems) == 1 and want in err.value.problems[0], err.value.problems
+
+
+@pytest.mark.parametrize("cols", [4, 40000])
+def test_log_softmax_keeps_x_where_its_exps_underflow(cols):
+    """x - log-sum-exp from the tile's own x: exp(-30 - 5) is 0 in fp16, and log(exp(x - max))
+    would be -inf there; one block, and a row too long for the vector buffer, streamed in
+    blocks."""
+    model = _model([helper.make_node("LogSoftmax", ["x"], ["y"], name="n", axis=-1)], [_f("x", [2, cols])])
+    model.graph.output[0].CopyFrom(_f("y", [2, cols]))
+    x = np.zeros((2, cols), np.float32)
+    x[:, :4] = [[0.0, -30.0, -60.0, 5.0], [1.0, 1.0, -20.0, -40.0]]
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    assert np.isfinite(want).all()
+    rep = prepare(model, "CPU", hw="seed-davinci", method="list")
+    got = rep.run({"x": x})[0]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-2)

@@ -30,14 +30,14 @@ def _rowwise(op: str, shape, *, tiling=None, gamma=False, beta=False, eps=None) 
     return graph(tensors, task)
 
 
-@pytest.mark.parametrize("op", ["softmax", "layernorm", "rmsnorm", "rowmax", "rowsum"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "layernorm", "rmsnorm", "rowmax", "rowsum"])
 @pytest.mark.parametrize("tiling", [None, {"rows": 7, "cols": 48}])
 def test_row_reductions_one_block_and_streamed_match_numpy(op, tiling):
     params = {"gamma": op in ("layernorm", "rmsnorm"), "beta": op == "layernorm"}
     d = _rowwise(op, (2, 19, 130), tiling=tiling, **params)
     assert max_error(d) <= 4e-3
     (info,) = tiling_info(taskgraph_from_dict(d), SEED)
-    want = "single" if tiling is None else {"softmax": "online", "layernorm": "two-pass",
+    want = "single" if tiling is None else {"softmax": "online", "log_softmax": "online", "layernorm": "two-pass",
                                             "rmsnorm": "two-pass"}.get(op, "online")
     assert info.combine == want
 

@@ -478,7 +478,7 @@ def _last_axis(tr: Translator, node: Node, axis: int, rank: int) -> None:
 def _softmax(tr: Translator, node: Node) -> None:
     x = tr.gm(node.inputs[0])
     _last_axis(tr, node, int(node.attrs.get("axis", -1)), len(x.shape))
-    _rowwise(tr, node, "softmax", x)
+    _rowwise(tr, node, "softmax" if node.op == "Softmax" else "log_softmax", x)
 
 
 def _rowwise(tr: Translator, node: Node, op: str, x: GM, extra: dict[str, Any] | None = None,
@@ -575,7 +575,7 @@ HANDLERS: dict[str, Callable[[Translator, Node], None]] = {
     **dict.fromkeys(_UNARY, _unary), **dict.fromkeys(_UNARY_ALPHA, _unary_alpha),
     "Selu": _selu, "HardSigmoid": _hard_sigmoid, "Clip": _clip, "Gelu": _gelu, "Pow": _pow,
     "MatMul": _matmul, "Gemm": _gemm,
-    "Softmax": _softmax, "LayerNormalization": _layernorm,
+    "Softmax": _softmax, "LogSoftmax": _softmax, "LayerNormalization": _layernorm,
     "ReduceMean": _reduce, "ReduceSum": _reduce, "ReduceMax": _reduce,
     ATTENTION: _attention,
 }

@@ -21,7 +21,7 @@ ACC_BYTES = DTYPE_BYTES["float32"]
 #: epilogue ops: every Vector op a TaskGraph may name that keeps the tile's shape
 EPILOGUE_OPS = tuple(name for name in USER_OPS if not VECOPS[name].reduces)
 #: row reductions an epilogue may hold (those keeping the shape)
-REDUCTION_OPS = tuple(name for name, rop in ROWOPS.items() if rop.out == "full")
+REDUCTION_OPS = tuple(name for name, rop in ROWOPS.items() if rop.out == "full" and rop.epilogue)
 #: the TaskGraph's ``engine`` values: the Cube lowering (the default) or the Vector one
 #: (:mod:`staticsched.tasks.matmul.vector`)
 ENGINES = ("cube", "vector")
