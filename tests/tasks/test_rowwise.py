@@ -37,8 +37,7 @@ def test_row_reductions_one_block_and_streamed_match_numpy(op, tiling):
     d = _rowwise(op, (2, 19, 130), tiling=tiling, **params)
     assert max_error(d) <= 4e-3
     (info,) = tiling_info(taskgraph_from_dict(d), SEED)
-    want = "single" if tiling is None else {"softmax": "online", "log_softmax": "online", "layernorm": "two-pass",
-                                            "rmsnorm": "two-pass"}.get(op, "online")
+    want = "single" if tiling is None else {"layernorm": "two-pass", "rmsnorm": "two-pass"}.get(op, "online")
     assert info.combine == want
 
 
@@ -79,7 +78,7 @@ def test_a_task_with_an_op_of_another_kind_names_that_kind(kind, op, owner):
     (with_task(_rowwise("rowsum", (4, 8)), axis=5),
      "reduction over axis 5 of input 'x' [4, 8], which has no such dimension"),
     (with_task(_rowwise("softmax", (4, 8)), op="logsoftmax"),
-     "'op' = 'logsoftmax' is not one of softmax, layernorm, rmsnorm, rowmax, rowsum"),
+     "'op' = 'logsoftmax' is not one of softmax, log_softmax, layernorm, rmsnorm, rowmax, rowsum"),
 ])
 def test_bad_rowwise_input_is_one_line_and_exit_2(d, needle, tmp_path, capsys):
     code, lines = cli_error_lines(d, tmp_path, capsys)

@@ -40,6 +40,7 @@ from staticsched.frontend.onnx_import.writer import (
     GraphWriter,
     rows_cols,
 )
+from staticsched.tasks.rowops import ROWOPS
 
 # Binding and IMPORT_DTYPES: the package's face imports them from here with Translator
 __all__ = ["HANDLERS", "IMPORT_DTYPES", "Binding", "Translator"]
@@ -488,7 +489,7 @@ def _rowwise(tr: Translator, node: Node, op: str, x: GM, extra: dict[str, Any] |
     out_name = out_name or node.outputs[0]
     d = tr.tensors[x.tensor]
     t = tr.fresh(out_name)
-    tr.tensors[t] = d if op in ("softmax", "layernorm", "rmsnorm") else (*d[:-1], 1)
+    tr.tensors[t] = d if ROWOPS[op].out == "full" else (*d[:-1], 1)
     tr.task({"id": node.name, "type": "rowwise", "op": op, "input": x.tensor, "out": t, **(extra or {})})
     tr.env[out_name] = GM(t, tr.shape(out_name))
     return t
