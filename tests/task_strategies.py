@@ -8,14 +8,17 @@ here; the end-to-end properties then cover it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
+import numpy as np
 from hypothesis import strategies as st
 
 from staticsched.model.vecops import VECOPS
 from staticsched.tasks.elementwise import OPS as ELEMENTWISE_OPS
 from staticsched.tasks.matmul import EPILOGUE_OPS, REDUCTION_OPS
+from staticsched.tasks.move import blocks_of, gather_source
 from staticsched.tasks.rowops import ROWOPS
 from staticsched.tasks.rowwise import OPS as ROWWISE_OPS
 
@@ -235,6 +238,59 @@ def attention(
 
 
 
+# --------------------------------------------------------------------------- move
+
+
+def move(
+    draw, prefix: str, tensors: dict[str, Any], src: tuple[str, tuple[int, ...]] | None
+) -> dict[str, Any]:
+    """A data movement of ``src`` (or a fresh tensor, maybe 3-D) as NumPy would write it -- a
+    transpose by any permutation, a slice with steps (reversed too), a concat with a fresh
+    tensor along any axis, a tile, or a reshape to another row length -- given to the task as
+    the blocks :func:`~staticsched.tasks.move.blocks_of` finds for its source indices."""
+    if src is None:
+        shape = [draw(st.integers(1, 6), label="lead")] if draw(st.booleans(), label="3-D") else []
+        shape += [draw(st.integers(1, 40), label="rows"), draw(st.integers(1, 70), label="cols")]
+        x = f"{prefix}x"
+        tensors[x] = {"shape": shape}
+    else:
+        x, shape = src[0], list(src[1])
+    inputs = [x]
+    shapes2d = [(math.prod(shape[:-1]), shape[-1])]
+    ids = gather_source(shapes2d)[0].reshape(shape)
+    how = draw(st.sampled_from(["transpose", "slice", "concat", "tile", "reshape"]), label="how")
+    axis = draw(st.integers(0, len(shape) - 1), label="axis")
+    if how == "transpose":
+        ids = ids.transpose(draw(st.permutations(range(len(shape))), label="perm"))
+    elif how == "slice":
+        step = draw(st.sampled_from([1, 2, 3, -1, -2]), label="step")
+        start = draw(st.integers(0, shape[axis] - 1), label="start")
+        cut = [slice(None)] * len(shape)
+        cut[axis] = slice(start, None, step)
+        ids = ids[tuple(cut)]
+    elif how == "concat":
+        other = list(shape)
+        other[axis] = draw(st.integers(1, 20), label="other extent")
+        y = f"{prefix}y"
+        tensors[y] = {"shape": other}
+        inputs.append(y)
+        shapes2d.append((math.prod(other[:-1]), other[-1]))
+        ids = np.concatenate([ids, gather_source(shapes2d)[1].reshape(other)], axis=axis)
+    elif how == "tile":
+        reps = [1] * len(shape)
+        reps[axis] = draw(st.integers(2, 3), label="reps")
+        ids = np.tile(ids, reps)
+    else:
+        n = ids.size
+        cols = draw(st.sampled_from([d for d in range(1, min(n, 300) + 1) if n % d == 0]), label="new cols")
+        ids = ids.reshape(n // cols, cols)
+    out = f"{prefix}mv"
+    tensors[out] = {"shape": list(ids.shape)}
+    blocks = blocks_of(ids.reshape(-1, ids.shape[-1]), shapes2d)
+    return {"id": f"{prefix}move", "type": "move", "inputs": inputs, "out": out,
+            "blocks": [b.as_list() for b in blocks]}
+
+
 @attrs.frozen
 class KindStrategy:
     draw: Any
@@ -248,4 +304,5 @@ STRATEGIES: dict[str, KindStrategy] = {
     "elementwise": KindStrategy(elementwise),
     "rowwise": KindStrategy(rowwise),
     "attention": KindStrategy(attention, follows=False),
+    "move": KindStrategy(move),
 }

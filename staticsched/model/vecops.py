@@ -236,11 +236,14 @@ class VecOp:
 
 
 def extent(form: str, rows: int, cols: int) -> tuple[int, int]:
-    """The ``(rows, cols)`` an operand of ``form`` covers in a ``rows x cols`` op."""
+    """The ``(rows, cols)`` an operand of ``form`` covers in a ``rows x cols`` op (``t``: the
+    transposed extent, ``cols x rows``, a transpose's result)."""
     if form == "row":
         return (rows, 1)
     if form == "col":
         return (1, cols)
+    if form == "t":
+        return (cols, rows)
     return (rows, cols)
 
 
@@ -397,6 +400,14 @@ VECOPS: dict[str, VecOp] = {
         _op("colsum_mul_row", _ROW, "col", 2.0,
             lambda x, a: (x[0] * x[1]).sum(axis=0, keepdims=True, dtype=_F32),
             "sum over the rows of x * r (r of shape [R, 1]): [1, C]", user=False),
+        # lowering only: a move task's transposed block ([R, C] -> [C, R]) and its column
+        # broadcast ([R, 1] -> [R, C]). [assumption] one pass each over the full extent, like
+        # any one-instruction op: the Vector unit transposes 16 x 16 blocks of a tile, and its
+        # broadcast repeats each row's value across the row
+        _op("transpose", _FULL, "t", 1.0, lambda x, a: x[0].T, "x transposed: [R, C] -> [C, R]",
+            user=False),
+        _op("broadcast", ("row",), "full", 1.0, lambda x, a: np.broadcast_to(x[0], (x[0].shape[0],
+            int(a["cols"]))), "r broadcast along the row: [R, 1] -> [R, C]", user=False),
         # lowering only: attention's causal mask on a diagonal block
         _op("mask_causal", _FULL, "full", 1.0, lambda x, a: _causal_mask(x[0], a),
             "-inf where col0 + j > row0 + i", attrs_=("row0", "col0"), user=False),

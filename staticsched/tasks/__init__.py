@@ -19,6 +19,7 @@ _MODULES = (
     "elementwise",
     "rowwise",
     "attention",
+    "move",
 )
 
 KINDS: dict[str, TaskKind] = {}

@@ -24,8 +24,10 @@ FP32 = "float32"
 class StoreGrid:
     """The store ops of one GM tensor, indexed by the producer's block grid.
 
-    A tensor has one writer task whose blocks tile it as a grid of row spans x column
-    spans, so the stores a region intersects are a rectangle of cells found by bisection.
+    A tensor has one writer task whose stores cover it once, each a union of cells of a grid
+    of row spans x column spans (one cell for a task of equal tiles; a ``move`` task's blocks
+    may span several), so the stores a region intersects are those of a rectangle of cells
+    found by bisection.
     """
 
     def __init__(self, row_spans: Sequence[tuple[int, int]], col_spans: Sequence[tuple[int, int]]):
@@ -34,15 +36,17 @@ class StoreGrid:
         self.cells: dict[tuple[int, int], str] = {}
 
     def add(self, region: Region, op_id: str) -> None:
-        (r0, _), (c0, _) = region
-        cell = (bisect.bisect_left(self.row_starts, r0), bisect.bisect_left(self.col_starts, c0))
-        self.cells[cell] = op_id
+        (r0, r1), (c0, c1) = region
+        for i in range(bisect.bisect_left(self.row_starts, r0), bisect.bisect_left(self.row_starts, r1)):
+            for j in range(bisect.bisect_left(self.col_starts, c0), bisect.bisect_left(self.col_starts, c1)):
+                self.cells[(i, j)] = op_id
 
     def intersecting(self, region: Region) -> list[str]:
         (r0, r1), (c0, c1) = region
         rows = range(bisect.bisect_right(self.row_starts, r0) - 1, bisect.bisect_left(self.row_starts, r1))
         cols = range(bisect.bisect_right(self.col_starts, c0) - 1, bisect.bisect_left(self.col_starts, c1))
-        return [self.cells[(i, j)] for i in rows for j in cols]
+        # a store spanning several cells is one dependency
+        return list(dict.fromkeys(self.cells[(i, j)] for i in rows for j in cols))
 
 
 def balance_cores(costs: Sequence[int], cores: int, first: int = 0) -> list[int]:

@@ -171,6 +171,15 @@ def load_net(model: Any) -> Net:
         attrs_ = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
         nodes.append(Node(n.name or f"{n.op_type}_{i}", n.op_type, list(n.input), list(n.output), attrs_))
     nodes = _fold(nodes, consts, shapes, dtypes, opset)
+    for _ in range(REINFER_ROUNDS):
+        # a shape computed from other shapes (Shape -> Concat -> Expand) is known only once
+        # folded: shape inference again, with the folded values as initializers
+        if not _dynamic(nodes, shapes):
+            break
+        grown = _reinfer(proto, nodes, consts, shapes, dtypes)
+        nodes = _fold(nodes, consts, shapes, dtypes, opset)
+        if not grown:
+            break
     for node in nodes:
         for out in node.outputs:
             shape = shapes.get(out)
@@ -186,6 +195,47 @@ def load_net(model: Any) -> Net:
                 consumers.setdefault(name, []).append(i)
     outputs = tuple(vi.name for vi in g.output)
     return Net(tuple(nodes), inputs, outputs, shapes, dtypes, consts, opset, consumers)
+
+
+#: how many times shape inference reruns on the folded graph (each can fold a further level)
+REINFER_ROUNDS = 4
+
+
+def _dynamic(nodes: list[Node], shapes: dict[str, tuple[int, ...]]) -> bool:
+    return any(out and (shapes.get(out) is None or any(d < 0 for d in shapes[out]))
+               for node in nodes for out in node.outputs)
+
+
+def _reinfer(proto: Any, nodes: list[Node], consts: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]],
+             dtypes: dict[str, np.dtype]) -> bool:
+    """Shape inference on the nodes left after folding, the values they read from folded nodes
+    given as initializers; the static shapes it adds to ``shapes`` (whether there are any)."""
+    from onnx import helper, numpy_helper, shape_inference
+
+    g = proto.graph
+    read = {x for node in nodes for x in node.inputs if x in consts}
+    inits = [numpy_helper.from_array(np.asarray(consts[x]), x) for x in sorted(read)]
+    graph = helper.make_graph(
+        [helper.make_node(n.op, list(n.inputs), list(n.outputs), name=n.name, **n.attrs) for n in nodes],
+        g.name, [vi for vi in g.input if vi.name not in read], list(g.output), inits)
+    model = helper.make_model(graph, opset_imports=list(proto.opset_import), ir_version=proto.ir_version)
+    try:
+        model = shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception:  # the first inference passed: what is still unknown is reported below
+        return False
+    grown = False
+    for vi in model.graph.value_info:
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+            continue
+        dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim)
+        old = shapes.get(vi.name)
+        if all(d >= 0 for d in dims) and (old is None or any(d < 0 for d in old)):
+            shapes[vi.name] = dims
+            grown = True
+        if tt.elem_type and vi.name not in dtypes:
+            dtypes[vi.name] = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    return grown
 
 
 def _check_names(proto: Any) -> None:

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from staticsched.frontend.onnx_import.load import Node
+from staticsched.frontend.onnx_import.moves import handlers as move_handlers
+from staticsched.frontend.onnx_import.moves import plain, relayout
 from staticsched.frontend.onnx_import.patterns import ATTENTION
 from staticsched.frontend.onnx_import.writer import (
     FLOAT_TYPES,
@@ -74,6 +76,11 @@ class Translator(GraphWriter):
                 if x and x not in self.env:
                     raise self.fail(f"input '{x}' is not computed by any earlier node")
             handler(self, node)
+        for name in self.net.outputs:  # an output seen transposed: its bytes in order, a move
+            v = self.env.get(name)
+            if isinstance(v, GM) and v.transposed:
+                self.node = Node(f"{name}/move", "Transpose", [name], [name], {})
+                self.env[name] = plain(self, name)
         return ins, self.bind_outputs()
 
 
@@ -86,14 +93,13 @@ def _alias(tr: Translator, node: Node) -> None:
     if not isinstance(src, GM):
         tr.env[node.outputs[0]] = np.asarray(src).reshape(out_shape)
         return
-    if node.op != "Identity" and src.transposed:
-        raise tr.fail("a reshape of a transposed view is a real move, not supported")
-    if src.transposed:
+    if src.transposed and node.op == "Identity":
         tr.env[node.outputs[0]] = src
         return
-    if rows_cols(out_shape) != rows_cols(tr.tensors[src.tensor]):
-        raise tr.fail(f"reshape {list(src.shape)} -> {list(out_shape)} changes the row length "
-                      f"({rows_cols(src.shape)[1]} -> {rows_cols(out_shape)[1]}): a real move, not supported")
+    if src.transposed or rows_cols(out_shape) != rows_cols(tr.tensors[src.tensor]):
+        # the bytes in another order, or rows of another length: a move
+        relayout(tr, node.inputs[0], lambda a: a.reshape(out_shape), node.outputs[0])
+        return
     tr.env[node.outputs[0]] = GM(src.tensor, out_shape)
 
 
@@ -105,6 +111,13 @@ def _cast(tr: Translator, node: Node) -> None:
         raise tr.fail(f"cast to {helper.tensor_dtype_to_np_dtype(to)}: integer and other dtypes are not "
                       f"supported")
     _alias(tr, node)
+
+
+def _cast_like(tr: Translator, node: Node) -> None:
+    target = tr.net.dtypes.get(node.inputs[1])
+    if target not in FLOAT_TYPES:
+        raise tr.fail(f"cast like '{node.inputs[1]}' ({target}): integer and other dtypes are not supported")
+    _alias(tr, Node(node.name, "Identity", node.inputs[:1], node.outputs, {}))
 
 
 def _dropout(tr: Translator, node: Node) -> None:
@@ -126,9 +139,8 @@ def _transpose(tr: Translator, node: Node) -> None:
         tr.env[node.outputs[0]] = GM(src.tensor, tr.shape(node.outputs[0]), transposed=True)
     elif rank >= 2 and perm == swap and src.transposed:
         tr.env[node.outputs[0]] = GM(src.tensor, tr.shape(node.outputs[0]))
-    else:
-        raise tr.fail(f"perm {perm}: only a swap of the last two dims (read by a MatMul) is a view; other "
-                      f"transposes are real moves, not supported")
+    else:  # a real transpose: a move task
+        relayout(tr, node.inputs[0], lambda a: a.transpose(perm), node.outputs[0])
 
 
 # --------------------------------------------------------------------------- elementwise
@@ -142,8 +154,8 @@ def _form(tr: Translator, name: str, out: tuple[int, ...]) -> str:
     """How operand ``name`` broadcasts to the output shape ``out``."""
     v = tr.env[name]
     shape = tuple(np.shape(v)) if not isinstance(v, GM) else v.shape
-    if isinstance(v, GM) and v.transposed:
-        raise tr.fail(f"operand '{name}' is a transposed view: a real move, not supported")
+    if isinstance(v, GM) and v.transposed:  # the elementwise task reads it as it lies: moved
+        tr.env[name] = v = plain(tr, name)
     if not isinstance(v, GM) and np.asarray(v).size == 1:
         return "scalar"
     padded = (1,) * (len(out) - len(shape)) + shape
@@ -200,6 +212,10 @@ def _binary(tr: Translator, node: Node) -> None:
                 raise tr.fail(f"operand '{name}' {list(const.shape)} does not broadcast to the output "
                               f"{list(out)} (NumPy's rules)") from None
     fa, fb = _form(tr, a, out), _form(tr, b, out)
+    if (fa != "full" and fb != "full") or fa == "other":  # no operand has the output's shape:
+        a, fa = _expanded(tr, a, out), "full"  # the first one is broadcast to it by a move
+    if fb == "other":
+        b, fb = _expanded(tr, b, out), "full"
     left = False
     if fa != "full" and fb == "full":
         if node.op in _COMMUTES:
@@ -228,6 +244,21 @@ def _binary(tr: Translator, node: Node) -> None:
         yv = _second_operand(tr, y, fy, tr.tensors[xv.tensor])
         body.update(op=op, inputs=[xv.tensor, yv.tensor])
     _emit_elementwise(tr, node, body, xv)
+
+
+def _expanded(tr: Translator, name: str, out: tuple[int, ...]) -> str:
+    """Operand ``name`` broadcast to the output shape ``out`` (NumPy's rules), by a move task;
+    the name of the broadcast value."""
+    shape = _shape_of(tr, name)
+    try:
+        np.broadcast_shapes(shape, out)
+    except ValueError:
+        raise tr.fail(f"operand '{name}' {list(shape)} does not broadcast to the output {list(out)} "
+                      f"(NumPy's rules)") from None
+    wide = f"{name}/{'x'.join(map(str, out))}"
+    if wide not in tr.env:
+        relayout(tr, name, lambda ids: np.broadcast_to(ids, out), wide)
+    return wide
 
 
 def _second_operand(tr: Translator, y: str, form: str, xdecl: tuple[int, ...]) -> GM:
@@ -273,9 +304,7 @@ _UNARY_ALPHA = {"LeakyRelu": ("leaky_relu", "alpha", 0.01), "Elu": ("elu", "alph
 
 
 def _unary(tr: Translator, node: Node, op: str | None = None, value: float | None = None) -> None:
-    x = tr.gm(node.inputs[0])
-    if x.transposed:
-        raise tr.fail("operand is a transposed view: a real move, not supported")
+    x = plain(tr, node.inputs[0])
     body: dict[str, Any] = {"id": node.name, "type": "elementwise", "op": op or _UNARY[node.op],
                             "inputs": [x.tensor]}
     if value is not None:
@@ -477,15 +506,14 @@ def _last_axis(tr: Translator, node: Node, axis: int, rank: int) -> None:
 
 
 def _softmax(tr: Translator, node: Node) -> None:
-    x = tr.gm(node.inputs[0])
+    x = plain(tr, node.inputs[0])
     _last_axis(tr, node, int(node.attrs.get("axis", -1)), len(x.shape))
     _rowwise(tr, node, "softmax" if node.op == "Softmax" else "log_softmax", x)
 
 
 def _rowwise(tr: Translator, node: Node, op: str, x: GM, extra: dict[str, Any] | None = None,
              out_name: str | None = None) -> str:
-    if x.transposed:
-        raise tr.fail("operand is a transposed view: a real move, not supported")
+    assert not x.transposed, "callers read their operand with plain()"
     out_name = out_name or node.outputs[0]
     d = tr.tensors[x.tensor]
     t = tr.fresh(out_name)
@@ -496,7 +524,7 @@ def _rowwise(tr: Translator, node: Node, op: str, x: GM, extra: dict[str, Any] |
 
 
 def _layernorm(tr: Translator, node: Node) -> None:
-    x = tr.gm(node.inputs[0])
+    x = plain(tr, node.inputs[0])
     _last_axis(tr, node, int(node.attrs.get("axis", -1)), len(x.shape))
     if any(node.outputs[1:]):
         raise tr.fail("the Mean and InvStdDev outputs are not supported")
@@ -516,7 +544,7 @@ def _layernorm(tr: Translator, node: Node) -> None:
 
 
 def _reduce(tr: Translator, node: Node) -> None:
-    x = tr.gm(node.inputs[0])
+    x = plain(tr, node.inputs[0])
     rank = len(x.shape)
     axes = node.attrs.get("axes")
     if axes is None and len(node.inputs) > 1 and node.inputs[1]:
@@ -570,7 +598,7 @@ def _attention(tr: Translator, node: Node) -> None:
 
 HANDLERS: dict[str, Callable[[Translator, Node], None]] = {
     "Identity": _alias, "Reshape": _alias, "Flatten": _alias, "Squeeze": _alias, "Unsqueeze": _alias,
-    "Cast": _cast, "Dropout": _dropout, "Transpose": _transpose,
+    "Cast": _cast, "CastLike": _cast_like, "Dropout": _dropout, "Transpose": _transpose,
     "Add": _binary, "Sub": _binary, "Mul": _binary, "Div": _binary, "PRelu": _binary,
     "Sum": _nary, "Mean": _nary, "Max": _nary, "Min": _nary,
     **dict.fromkeys(_UNARY, _unary), **dict.fromkeys(_UNARY_ALPHA, _unary_alpha),
@@ -579,4 +607,7 @@ HANDLERS: dict[str, Callable[[Translator, Node], None]] = {
     "Softmax": _softmax, "LogSoftmax": _softmax, "LayerNormalization": _layernorm,
     "ReduceMean": _reduce, "ReduceSum": _reduce, "ReduceMax": _reduce,
     ATTENTION: _attention,
+    **move_handlers(["Concat", "Split", "Slice", "Pad", "Tile", "Expand", "DepthToSpace", "SpaceToDepth",
+                     "Gather", "GatherElements", "GatherND", "Trilu", "ReverseSequence", "Compress",
+                     "Where"]),
 }
