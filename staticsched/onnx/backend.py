@@ -91,6 +91,98 @@ class StaticschedRep(BackendRep):
                      for b in self.imported.outputs)
 
 
+#: ONNX element types of the inputs a model's run binds as constants (parameter inputs)
+INTEGER_TYPES = (2, 3, 4, 5, 6, 7, 12, 13)  # uint8, int8, uint16, int16, int32, int64, uint32, uint64
+
+
+def parameter_inputs(model: Any) -> tuple[str, ...]:
+    """The graph inputs of an integer type (not initializers) that nodes read only as parameters
+    (not as a reduction's or a data movement's data, nor as any other op's operand), in graph
+    order: axes, shapes, pads, indices. staticsched stores integers rather than computing them,
+    so their values are part of the static program: :class:`SpecializedRep` compiles a model
+    per set of them."""
+    from staticsched.frontend.onnx_import.load import read_model
+    from staticsched.frontend.onnx_import.moves import DATA_INPUTS
+
+    g = read_model(model).graph
+    inits = {t.name for t in g.initializer}
+    data: set[str] = set()  # integers some node computes with, not a parameter
+    for node in g.node:
+        # the positions of data: a move's (None: all), a reduction's input; any other op's all
+        positions = DATA_INPUTS.get(node.op_type) if node.op_type in DATA_INPUTS else (
+            (0,) if node.op_type.startswith("Reduce") else None)
+        data.update(x for j, x in enumerate(node.input) if positions is None or j in positions)
+    return tuple(vi.name for vi in g.input if vi.name not in inits and vi.name not in data
+                 and vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type in INTEGER_TYPES)
+
+
+def bind_parameters(model: Any, values: Mapping[str, Any]) -> Any:
+    """A copy of ``model`` whose parameter inputs ``values`` (name -> array) are initializers
+    of those values, each checked against the input's declared element type and static dims."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from staticsched.frontend.onnx_import.load import read_model
+
+    proto = onnx.ModelProto()
+    proto.CopyFrom(read_model(model))
+    problems = []
+    for vi in list(proto.graph.input):
+        if vi.name not in values:
+            continue
+        tt = vi.type.tensor_type
+        want = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        arr = np.asarray(values[vi.name])
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+        fits = len(dims) == arr.ndim and all(d < 0 or d == n for d, n in zip(dims, arr.shape, strict=False))
+        if tt.HasField("shape") and not fits:
+            problems.append(f"run: parameter input '{vi.name}' has shape {list(arr.shape)}, the model "
+                            f"declares {dims}")
+            continue
+        if arr.dtype.kind not in "iub" or not np.array_equal(arr.astype(want), arr):
+            problems.append(f"run: parameter input '{vi.name}' must hold {want} values, got {arr.dtype}")
+            continue
+        proto.graph.input.remove(vi)
+        proto.graph.initializer.append(numpy_helper.from_array(arr.astype(want), vi.name))
+    if problems:
+        raise InputError(problems)
+    return proto
+
+
+class SpecializedRep(BackendRep):
+    """A model with parameter inputs (:func:`parameter_inputs`): its ``run`` binds their values
+    as constants and prepares that model (import, schedule, emit, verify) once per distinct set
+    of values, then runs it on the other inputs. What runs is a verified static program, as for
+    any model; only when it is built moves to the first run that gives those values."""
+
+    def __init__(self, model: Any, params: tuple[str, ...], inputs: tuple[str, ...], hw: Hardware,
+                 options: dict[str, Any]) -> None:
+        self.model, self.params, self.inputs, self.hw, self.options = model, params, inputs, hw, options
+        #: the prepared model of each set of parameter values, by their bytes
+        self.reps: dict[tuple, StaticschedRep] = {}
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """The outputs for ``inputs`` (a list in graph-input order or a dict by name, parameter
+        inputs included), from the program prepared for these parameter values."""
+        if isinstance(inputs, Mapping):
+            feeds = dict(inputs)
+        else:
+            values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+            if len(values) != len(self.inputs):
+                raise InputError(f"run: {len(values)} inputs given, the model takes {len(self.inputs)} "
+                                 f"({', '.join(self.inputs)})")
+            feeds = dict(zip(self.inputs, values, strict=True))
+        missing = [n for n in self.inputs if n not in feeds]
+        if missing:
+            raise InputError([f"run: no value for model input '{n}'" for n in missing])
+        key = tuple((n, np.asarray(feeds[n]).shape, np.asarray(feeds[n]).tobytes()) for n in self.params)
+        rep = self.reps.get(key)
+        if rep is None:
+            bound = bind_parameters(self.model, {n: feeds[n] for n in self.params})
+            rep = self.reps[key] = StaticschedBackend.prepare(bound, "CPU", self.hw, **dict(self.options))
+        return rep.run({n: feeds[n] for n in self.inputs if n not in self.params})
+
+
 class StaticschedBackend(Backend):
     """``onnx.backend.base.Backend`` for staticsched (see the module docstring)."""
 
@@ -126,6 +218,12 @@ class StaticschedBackend(Backend):
         if not cls.supports_device(device):
             raise InputError(f"device {device!r}: staticsched runs on 'CPU' (its verifying executor)")
         hw = load_hardware(hw)
+        params = parameter_inputs(model)
+        if params:  # their values are part of the program: it is built at the first run
+            g = _read(model).graph
+            inits = {t.name for t in g.initializer}
+            names = tuple(vi.name for vi in g.input if vi.name not in inits)
+            return SpecializedRep(_read(model), params, names, hw, dict(options))  # type: ignore[return-value]
         checks = {"jitter": int(options.pop("jitter", 1)), "numeric": bool(options.pop("numeric", True))}
         for key in RUNNER_OPTIONS:
             options.pop(key, None)
@@ -184,10 +282,18 @@ def incompatibility(model: Any, device: str = "CPU", **options: Any) -> tuple[st
     if not StaticschedBackend.supports_device(device):
         return (f"device {device!r}: staticsched runs on 'CPU' (its verifying executor)",)
     try:
+        if parameter_inputs(model):  # what imports depends on their values: run says
+            return ()
         _import(model, load_hardware(options.pop("hw", "seed-davinci")), dict(options))
     except StaticschedError as exc:
         return tuple(exc.problems)
     return ()
+
+
+def _read(model: Any) -> Any:
+    from staticsched.frontend.onnx_import.load import read_model
+
+    return read_model(model)
 
 
 def _import(model: Any, hw: Hardware, options: dict[str, Any]) -> Imported:

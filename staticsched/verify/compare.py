@@ -62,7 +62,7 @@ def compare(
 ) -> tuple[float, Finding | None]:
     """Max element error of ``got`` against the reference ``want`` and a ``mismatch`` finding
     naming the first differing elements (and the store that wrote each) when it exceeds
-    ``tolerance``. NaN counts as an infinite error."""
+    ``tolerance``. NaN counts as an infinite error, except where the reference is NaN too."""
     if got.shape != want.shape:
         return math.inf, Finding(
             "numeric",
@@ -104,13 +104,15 @@ def compare(
 
 def _errors(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     """Per element ``|got - want| / max(1, |want|)`` in float64; NaN counts as infinite, equal
-    values (infinities too) as no error."""
+    values (infinities too) as no error, and so does NaN where the reference is NaN (a log of a
+    negative sum, a fully masked softmax row: the right value is NaN)."""
     g64 = got.astype(np.float64)
     w64 = want.astype(np.float64)
     with np.errstate(all="ignore"):
         err = np.abs(g64 - w64) / np.maximum(1.0, np.abs(w64))
     err[np.isnan(err)] = math.inf
     err[(g64 == w64)] = 0.0  # equal infinities are no error
+    err[np.isnan(g64) & np.isnan(w64)] = 0.0
     return err
 
 

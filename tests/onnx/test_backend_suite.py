@@ -38,8 +38,12 @@ class ConformanceRep:
         self.rep, self.model = rep, model
 
     def run(self, inputs: Any, **kwargs: Any) -> Any:
+        try:
+            outputs = self.rep.run(inputs, **kwargs)
+        except ModelError as exc:  # a model with parameter inputs is imported at its first run
+            raise unittest.SkipTest("unsupported: " + "; ".join(exc.problems)) from None
         _fp16_inputs_hold(self.model, inputs)
-        return self.rep.run(inputs, **kwargs)
+        return outputs
 
 
 def _fp16_inputs_hold(model: Any, inputs: Any) -> None:
@@ -51,8 +55,9 @@ def _fp16_inputs_hold(model: Any, inputs: Any) -> None:
     feeds = dict(zip(names, inputs, strict=False)) if not isinstance(inputs, dict) else inputs
     ref = ReferenceEvaluator(model)
     exact = ref.run(None, feeds)
+    # integers (parameter inputs) are stored, not rounded
     rounded = ref.run(None, {k: np.asarray(v).astype(np.float16).astype(np.asarray(v).dtype)
-                             for k, v in feeds.items()})
+                             if np.asarray(v).dtype.kind == "f" else v for k, v in feeds.items()})
     for i, (a, b) in enumerate(zip(exact, rounded, strict=True)):
         if not np.allclose(b, a, rtol=RTOL, atol=ATOL, equal_nan=True):
             err = float(np.nanmax(np.abs(b.astype(np.float64) - a)))

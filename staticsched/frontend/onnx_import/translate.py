@@ -500,15 +500,35 @@ def _gemm(tr: Translator, node: Node) -> None:
 # --------------------------------------------------------------------------- rows
 
 
-def _last_axis(tr: Translator, node: Node, axis: int, rank: int) -> None:
-    if not -rank <= axis < rank or axis % max(rank, 1) != rank - 1:
-        raise tr.fail(f"axis {axis} of a rank-{rank} input: only the last axis is supported")
+def _axis(tr: Translator, axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise tr.fail(f"axis {axis} of a rank-{rank} input: no such axis")
+    return axis % max(rank, 1)
+
+
+def _named(tr: Translator, base: str, shape: tuple[int, ...]) -> str:
+    """A name for a value the import makes between a node's input and its output."""
+    tr.net.shapes[base] = shape
+    return base
 
 
 def _softmax(tr: Translator, node: Node) -> None:
+    """Over the last axis a row task; over another one, the axis moved last, the row task, and
+    moved back (two move tasks)."""
     x = plain(tr, node.inputs[0])
-    _last_axis(tr, node, int(node.attrs.get("axis", -1)), len(x.shape))
-    _rowwise(tr, node, "softmax" if node.op == "Softmax" else "log_softmax", x)
+    rank = len(x.shape)
+    axis = _axis(tr, int(node.attrs.get("axis", -1)), rank)
+    op = "softmax" if node.op == "Softmax" else "log_softmax"
+    if axis == rank - 1:
+        _rowwise(tr, node, op, x)
+        return
+    perm = [i for i in range(rank) if i != axis] + [axis]
+    back = [int(i) for i in np.argsort(perm)]
+    out = node.outputs[0]
+    xt = relayout(tr, node.inputs[0], lambda ids: ids.transpose(perm), f"{out}/axis_last")
+    mid = _named(tr, f"{out}/{op}", xt.shape)
+    _rowwise(tr, node, op, xt, out_name=mid)
+    relayout(tr, mid, lambda ids: ids.transpose(back), out)
 
 
 def _rowwise(tr: Translator, node: Node, op: str, x: GM, extra: dict[str, Any] | None = None,
@@ -524,27 +544,55 @@ def _rowwise(tr: Translator, node: Node, op: str, x: GM, extra: dict[str, Any] |
 
 
 def _layernorm(tr: Translator, node: Node) -> None:
+    """Over the axes from ``axis`` on: the row task on the input seen as ``[K, N]`` (a view when
+    ``axis`` is the last one, else a move there and back), gamma and beta flattened to ``N``."""
     x = plain(tr, node.inputs[0])
-    _last_axis(tr, node, int(node.attrs.get("axis", -1)), len(x.shape))
+    rank = len(x.shape)
+    axis = _axis(tr, int(node.attrs.get("axis", -1)), rank)
     if any(node.outputs[1:]):
         raise tr.fail("the Mean and InvStdDev outputs are not supported")
-    n = x.shape[-1]
+    inner = tuple(x.shape[axis:])
+    n, k = math.prod(inner), math.prod(x.shape[:axis])
+    out = node.outputs[0]
+    rows = x
+    if axis < rank - 1:
+        rows = relayout(tr, node.inputs[0], lambda ids: ids.reshape(k, n), f"{out}/rows")
     extra: dict[str, Any] = {"eps": float(node.attrs.get("epsilon", 1e-5))}
     for key, idx, default in (("gamma", 1, 1.0), ("beta", 2, 0.0)):
         name = node.inputs[idx] if len(node.inputs) > idx else ""
-        v = tr.env[name] if name else np.full((n,), default, np.float32)
+        v = tr.env[name] if name else np.full(inner, default, np.float32)
         if isinstance(v, GM):
-            if rows_cols(tr.tensors[v.tensor]) != (1, n):
-                raise tr.fail(f"{key} held as {list(tr.tensors[v.tensor])}, expected [{n}]")
+            if rows_cols(tr.tensors[v.tensor]) != (1, n) or v.transposed:
+                v = relayout(tr, name, lambda ids: np.broadcast_to(ids, inner).reshape(n), f"{name}/{n}")
             extra[key] = v.tensor
         else:
-            extra[key] = tr.const_tensor(np.broadcast_to(np.asarray(v).reshape(-1), (n,)).copy(),
+            extra[key] = tr.const_tensor(np.broadcast_to(np.asarray(v), inner).reshape(n).copy(),
                                          name or f"{node.name}/{key}").tensor
-    _rowwise(tr, node, "layernorm", x, extra)
+    if axis == rank - 1:
+        _rowwise(tr, node, "layernorm", rows, extra)
+        return
+    mid = _named(tr, f"{out}/normed", rows.shape)
+    _rowwise(tr, node, "layernorm", rows, extra, out_name=mid)
+    relayout(tr, mid, lambda ids: ids.reshape(x.shape), out)
+
+
+#: reduction -> (elementwise ops before the row reduction, the row op, elementwise ops after);
+#: ``mean``: a ``scale`` by 1 / (the reduced count)
+_REDUCE: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
+    "ReduceSum": ((), "rowsum", ()), "ReduceMean": ((), "rowsum", ("mean",)),
+    "ReduceMax": ((), "rowmax", ()), "ReduceMin": (("neg",), "rowmax", ("neg",)),
+    "ReduceSumSquare": (("square",), "rowsum", ()), "ReduceL1": (("abs",), "rowsum", ()),
+    "ReduceL2": (("square",), "rowsum", ("sqrt",)), "ReduceLogSum": ((), "rowsum", ("log",)),
+    "ReduceLogSumExp": ((), "logsumexp", ()),
+}
 
 
 def _reduce(tr: Translator, node: Node) -> None:
-    x = plain(tr, node.inputs[0])
+    """Any reduction of :data:`_REDUCE` over any axes: the reduced axes moved last and merged
+    (a view when they already are the trailing ones), a row task, the ``[K, 1]`` result seen
+    with the output's shape (``keepdims`` or not), with elementwise tasks before and after."""
+    src = node.inputs[0]
+    x = plain(tr, src)
     rank = len(x.shape)
     axes = node.attrs.get("axes")
     if axes is None and len(node.inputs) > 1 and node.inputs[1]:
@@ -552,20 +600,54 @@ def _reduce(tr: Translator, node: Node) -> None:
         if isinstance(axes_v, GM):
             raise tr.fail("axes given by a computed tensor are not supported")
         axes = [int(a) for a in np.asarray(axes_v).reshape(-1)]
+    out = node.outputs[0]
     if not axes:
         if node.attrs.get("noop_with_empty_axes", 0):
-            raise tr.fail("noop_with_empty_axes is not supported")
+            _alias(tr, Node(node.name, "Identity", node.inputs[:1], node.outputs, {}))
+            return
         axes = list(range(rank))
-    if [a % rank for a in axes] != [rank - 1]:
-        raise tr.fail(f"axes {list(axes)} of a rank-{rank} input: only the last axis is reduced")
-    op = {"ReduceSum": "rowsum", "ReduceMax": "rowmax", "ReduceMean": "rowsum"}[node.op]
-    if node.op != "ReduceMean":
-        _rowwise(tr, node, op, x)
-        return
-    mid = f"{node.outputs[0]}/sum"
-    tr.net.shapes[mid] = tr.shape(node.outputs[0])
-    _rowwise(tr, node, "rowsum", x, out_name=mid)
-    _unary(tr, Node(f"{node.name}/mean", "Mul", [mid], node.outputs, {}), "scale", 1.0 / x.shape[-1])
+    red = sorted({_axis(tr, int(a), rank) for a in axes})
+    keep = [i for i in range(rank) if i not in red]
+    k, r = math.prod(x.shape[i] for i in keep), math.prod(x.shape[i] for i in red)
+    before, row_op, after = _REDUCE[node.op]
+    cur = src
+    for op in before:
+        nxt = _named(tr, f"{out}/{op}", x.shape)
+        _unary(tr, Node(f"{node.name}/{op}", node.op, [cur], [nxt], {}), op)
+        cur = nxt
+    rows = f"{out}/rows"
+    relayout(tr, cur, lambda ids: ids.transpose(keep + red).reshape(k, r), rows)
+    cur = _named(tr, f"{out}/{row_op}", (k, 1))
+    if row_op == "logsumexp":
+        _logsumexp(tr, node, rows, cur)
+    else:
+        _rowwise(tr, node, row_op, plain(tr, rows), out_name=cur)
+    for op in after:
+        nxt = _named(tr, f"{out}/{op}", (k, 1))
+        if op == "mean":
+            _unary(tr, Node(f"{node.name}/mean", "Mul", [cur], [nxt], {}), "scale", 1.0 / r)
+        else:
+            _unary(tr, Node(f"{node.name}/{op}", node.op, [cur], [nxt], {}), op)
+        cur = nxt
+    relayout(tr, cur, lambda ids: ids.reshape(tr.shape(out)), out)
+
+
+def _logsumexp(tr: Translator, node: Node, rows: str, out: str) -> None:
+    """``max + log(sum(exp(x - max)))`` over each row of ``rows`` ``[K, R]`` into ``out``: no
+    exp overflows."""
+    k, r = _shape_of(tr, rows)
+    m = _named(tr, f"{out}/max", (k, 1))
+    x = plain(tr, rows)
+    _rowwise(tr, Node(f"{node.name}/max", "ReduceMax", [rows], [m], {}), "rowmax", x, out_name=m)
+    d = _named(tr, f"{out}/shifted", (k, r))
+    _binary(tr, Node(f"{node.name}/shift", "Sub", [rows, m], [d], {}))
+    e = _named(tr, f"{out}/exp", (k, r))
+    _unary(tr, Node(f"{node.name}/exp", "Exp", [d], [e], {}), "exp")
+    s_ = _named(tr, f"{out}/sum", (k, 1))
+    _rowwise(tr, Node(f"{node.name}/sum", "ReduceSum", [e], [s_], {}), "rowsum", plain(tr, e), out_name=s_)
+    lg = _named(tr, f"{out}/log", (k, 1))
+    _unary(tr, Node(f"{node.name}/log", "Log", [s_], [lg], {}), "log")
+    _binary(tr, Node(f"{node.name}/add_max", "Add", [lg, m], [out], {}))
 
 
 def _attention(tr: Translator, node: Node) -> None:
@@ -605,7 +687,7 @@ HANDLERS: dict[str, Callable[[Translator, Node], None]] = {
     "Selu": _selu, "HardSigmoid": _hard_sigmoid, "Clip": _clip, "Gelu": _gelu, "Pow": _pow,
     "MatMul": _matmul, "Gemm": _gemm,
     "Softmax": _softmax, "LogSoftmax": _softmax, "LayerNormalization": _layernorm,
-    "ReduceMean": _reduce, "ReduceSum": _reduce, "ReduceMax": _reduce,
+    **dict.fromkeys(_REDUCE, _reduce),
     ATTENTION: _attention,
     **move_handlers(["Concat", "Split", "Slice", "Pad", "Tile", "Expand", "DepthToSpace", "SpaceToDepth",
                      "Gather", "GatherElements", "GatherND", "Trilu", "ReverseSequence", "Compress",
