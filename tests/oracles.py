@@ -135,8 +135,9 @@ def hb_graph(
     p: Program, pairs: Iterable[tuple[tuple[int, int], tuple[int, int]]] | None = None
 ) -> nx.DiGraph:
     """Happens-before of a flags program as a graph of (stream, index) nodes: program order
-    plus, per flag key, the n-th set -> the n-th wait (an independent oracle, not the
-    verifier's clocks; a counting flag's n-th wait needs n sets, so the edge holds for it too).
+    plus, per flag key, the n-th set -> the n-th wait, n-th by stated cycle (an independent
+    oracle, not the verifier's clocks; a counting flag's n-th wait needs n sets, so the edge
+    holds for it too).
     ``pairs`` replaces the set -> wait edges by given ones (a sync plan's own pairing)."""
     g = nx.DiGraph()
     sets: dict[tuple, list] = {}
@@ -158,6 +159,11 @@ def hb_graph(
     if pairs is not None:
         g.add_edges_from(pairs)
         return g
+    # the n-th of a key's sets or waits is n-th in time: one core's pipes issue the waits of a
+    # counting cross-core flag in their cycles' order, not in the order streams are listed
+    def when(node: tuple[int, int]) -> tuple[int, int, int]:
+        return (p.streams[node[0]].instrs[node[1]].cycle, *node)
+
     for key, ss in sets.items():
-        g.add_edges_from(zip(ss, waits.get(key, []), strict=False))
+        g.add_edges_from(zip(sorted(ss, key=when), sorted(waits.get(key, []), key=when), strict=False))
     return g
