@@ -21,6 +21,8 @@ from staticsched.errors import InputError, StaticschedError
 from staticsched.formats.load import loads_program
 from staticsched.formats.program_json import dumps_program_json
 from staticsched.frontend.onnx_import import Imported
+from staticsched.frontend.onnx_import.load import read_model
+from staticsched.frontend.onnx_import.moves import DATA_INPUTS
 from staticsched.model.dtypes import as_dtype
 from staticsched.model.hardware import Hardware
 from staticsched.model.hardware_toml import load_hardware
@@ -65,16 +67,8 @@ class StaticschedRep(BackendRep):
         """The model's outputs, in graph-output order, for ``inputs`` (a list in graph-input
         order, one array, or a dict by input name)."""
         bindings = self.imported.inputs
-        if isinstance(inputs, Mapping):
-            missing = [b.name for b in bindings if b.name not in inputs]
-            if missing:
-                raise InputError([f"run: no value for model input '{n}'" for n in missing])
-            values = [inputs[b.name] for b in bindings]
-        else:
-            values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
-            if len(values) != len(bindings):
-                raise InputError(f"run: {len(values)} inputs given, the model takes {len(bindings)} "
-                                 f"({', '.join(b.name for b in bindings)})")
+        feeds = _by_name(inputs, [b.name for b in bindings])
+        values = [feeds[b.name] for b in bindings]
         gm: dict[str, np.ndarray] = dict(self.imported.graph.constants)
         tmap = self.imported.graph.tensor_map
         for b, v in zip(bindings, values, strict=True):
@@ -91,6 +85,21 @@ class StaticschedRep(BackendRep):
                      for b in self.imported.outputs)
 
 
+def _by_name(inputs: Any, names: Sequence[str]) -> dict[str, Any]:
+    """``run``'s ``inputs`` (a list in the order of ``names``, one array, or a dict by name) as
+    a dict by name; one line per missing value, or for a list of the wrong length."""
+    if isinstance(inputs, Mapping):
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise InputError([f"run: no value for model input '{n}'" for n in missing])
+        return {n: inputs[n] for n in names}
+    values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+    if len(values) != len(names):
+        raise InputError(f"run: {len(values)} inputs given, the model takes {len(names)} "
+                         f"({', '.join(names)})")
+    return dict(zip(names, values, strict=True))
+
+
 #: ONNX element types of the inputs a model's run binds as constants (parameter inputs)
 INTEGER_TYPES = (2, 3, 4, 5, 6, 7, 12, 13)  # uint8, int8, uint16, int16, int32, int64, uint32, uint64
 
@@ -101,9 +110,6 @@ def parameter_inputs(model: Any) -> tuple[str, ...]:
     order: axes, shapes, pads, indices. staticsched stores integers rather than computing them,
     so their values are part of the static program: :class:`SpecializedRep` compiles a model
     per set of them."""
-    from staticsched.frontend.onnx_import.load import read_model
-    from staticsched.frontend.onnx_import.moves import DATA_INPUTS
-
     g = read_model(model).graph
     inits = {t.name for t in g.initializer}
     data: set[str] = set()  # integers some node computes with, not a parameter
@@ -121,8 +127,6 @@ def bind_parameters(model: Any, values: Mapping[str, Any]) -> Any:
     of those values, each checked against the input's declared element type and static dims."""
     import onnx
     from onnx import helper, numpy_helper
-
-    from staticsched.frontend.onnx_import.load import read_model
 
     proto = onnx.ModelProto()
     proto.CopyFrom(read_model(model))
@@ -164,17 +168,7 @@ class SpecializedRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """The outputs for ``inputs`` (a list in graph-input order or a dict by name, parameter
         inputs included), from the program prepared for these parameter values."""
-        if isinstance(inputs, Mapping):
-            feeds = dict(inputs)
-        else:
-            values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
-            if len(values) != len(self.inputs):
-                raise InputError(f"run: {len(values)} inputs given, the model takes {len(self.inputs)} "
-                                 f"({', '.join(self.inputs)})")
-            feeds = dict(zip(self.inputs, values, strict=True))
-        missing = [n for n in self.inputs if n not in feeds]
-        if missing:
-            raise InputError([f"run: no value for model input '{n}'" for n in missing])
+        feeds = _by_name(inputs, self.inputs)
         key = tuple((n, np.asarray(feeds[n]).shape, np.asarray(feeds[n]).tobytes()) for n in self.params)
         rep = self.reps.get(key)
         if rep is None:
@@ -218,12 +212,13 @@ class StaticschedBackend(Backend):
         if not cls.supports_device(device):
             raise InputError(f"device {device!r}: staticsched runs on 'CPU' (its verifying executor)")
         hw = load_hardware(hw)
+        model = read_model(model)  # once: a path is read here, a ModelProto kept
         params = parameter_inputs(model)
         if params:  # their values are part of the program: it is built at the first run
-            g = _read(model).graph
+            g = model.graph
             inits = {t.name for t in g.initializer}
             names = tuple(vi.name for vi in g.input if vi.name not in inits)
-            return SpecializedRep(_read(model), params, names, hw, dict(options))  # type: ignore[return-value]
+            return SpecializedRep(model, params, names, hw, dict(options))  # type: ignore[return-value]
         checks = {"jitter": int(options.pop("jitter", 1)), "numeric": bool(options.pop("numeric", True))}
         for key in RUNNER_OPTIONS:
             options.pop(key, None)
@@ -288,12 +283,6 @@ def incompatibility(model: Any, device: str = "CPU", **options: Any) -> tuple[st
     except StaticschedError as exc:
         return tuple(exc.problems)
     return ()
-
-
-def _read(model: Any) -> Any:
-    from staticsched.frontend.onnx_import.load import read_model
-
-    return read_model(model)
 
 
 def _import(model: Any, hw: Hardware, options: dict[str, Any]) -> Imported:
